@@ -106,7 +106,7 @@ def _ready_time(v, out, finish, op_device, latency, inv_bw, in_ptr, in_src, in_b
 
 
 @njit(cache=True)
-def _fits_by_own_room(v, d, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+def _fits_by_own_room(v, d, group, group_device, group_ok, column, group_bytes, room):  # type: ignore[no-untyped-def]
     """Whether ``v`` may go to device ``d`` by its group's device, ``d``'s speed and room alone: 1 yes, 0 no.
 
     -1: only if ``d`` has the most room of the devices its group may use (none has enough).
@@ -115,27 +115,27 @@ def _fits_by_own_room(v, d, group, group_device, group_ok, group_bytes, room):  
     fixed = group_device[g]
     if fixed >= 0:
         return 1 if fixed == d else 0
-    if not group_ok[g, d]:
+    if not group_ok[g, column[d]]:
         return 0
     return 1 if room[d] >= group_bytes[g] else -1
 
 
 @njit(cache=True)
-def _fits(v, d, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+def _fits(v, d, group, group_device, group_ok, column, group_bytes, room):  # type: ignore[no-untyped-def]
     """``ListSchedule.fits``: whether ``v`` may still go to device ``d``."""
-    known = _fits_by_own_room(v, d, group, group_device, group_ok, group_bytes, room)
+    known = _fits_by_own_room(v, d, group, group_device, group_ok, column, group_bytes, room)
     if known >= 0:
         return known == 1
     g = group[v]
     most = -np.inf
     for k in range(room.shape[0]):
-        if group_ok[g, k] and room[k] > most:
+        if group_ok[g, column[k]] and room[k] > most:
             most = room[k]
     return most < group_bytes[g] and room[d] == most
 
 
 @njit(cache=True)
-def _candidates(v, out, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+def _candidates(v, out, group, group_device, group_ok, column, group_bytes, room):  # type: ignore[no-untyped-def]
     """``ListSchedule.candidates(v)`` into ``out`` (bool ``[num_devices]``): the devices ``v`` may go to now."""
     g = group[v]
     fixed = group_device[g]
@@ -147,14 +147,14 @@ def _candidates(v, out, group, group_device, group_ok, group_bytes, room):  # ty
     most = -np.inf
     any_fits = False
     for d in range(num_devices):
-        r = room[d] if group_ok[g, d] else -np.inf
+        r = room[d] if group_ok[g, column[d]] else -np.inf
         out[d] = r >= group_bytes[g]
         any_fits = any_fits or out[d]
         if r > most:
             most = r
     if not any_fits:
         for d in range(num_devices):
-            out[d] = (room[d] if group_ok[g, d] else -np.inf) == most
+            out[d] = (room[d] if group_ok[g, column[d]] else -np.inf) == most
 
 
 @njit(cache=True)
@@ -208,24 +208,24 @@ def _arrival_on(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _most_room(g, act, num_act, group_ok, room):  # type: ignore[no-untyped-def]
+def _most_room(g, act, num_act, group_ok, column, room):  # type: ignore[no-untyped-def]
     """The most room (bytes) on an active device fast enough for group ``g``, -inf if none: that of all devices."""
     most = -np.inf
     for k in range(num_act):
         d = act[k]
-        if group_ok[g, d] and room[d] > most:
+        if group_ok[g, column[d]] and room[d] > most:
             most = room[d]
     return most
 
 
 @njit(cache=True)
-def _fits_on(v, d, act, num_act, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+def _fits_on(v, d, act, num_act, group, group_device, group_ok, column, group_bytes, room):  # type: ignore[no-untyped-def]
     """:func:`_fits` with the most room read off the active devices (every other one has an active twin)."""
-    known = _fits_by_own_room(v, d, group, group_device, group_ok, group_bytes, room)
+    known = _fits_by_own_room(v, d, group, group_device, group_ok, column, group_bytes, room)
     if known >= 0:
         return known == 1
     g = group[v]
-    most = _most_room(g, act, num_act, group_ok, room)
+    most = _most_room(g, act, num_act, group_ok, column, room)
     return most < group_bytes[g] and room[d] == most
 
 
@@ -266,7 +266,7 @@ def _activate(t, act, num_act):  # type: ignore[no-untyped-def]
 @njit(cache=True, inline="always")
 def _enlist(  # type: ignore[no-untyped-def]
     v, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops, wait_size, listings, group, group_device,
-    group_ok, group_bytes, room,
+    group_ok, column, group_bytes, room,
 ):
     """ETF's ``enlist``: list ``v`` by its ready time on every active device it may use and is not listed on.
 
@@ -278,13 +278,13 @@ def _enlist(  # type: ignore[no-untyped-def]
     need = group_bytes[g]
     most = -np.inf
     if fixed < 0:
-        most = _most_room(g, act, num_act, group_ok, room)
+        most = _most_room(g, act, num_act, group_ok, column, room)
     for k in range(num_act):
         d = act[k]
         if fixed >= 0:
             allowed = d == fixed
         else:
-            r = room[d] if group_ok[g, d] else -np.inf
+            r = room[d] if group_ok[g, column[d]] else -np.inf
             allowed = r >= need if most >= need else r == most
         if allowed and not listed[d, v]:
             listed[d, v] = True
@@ -296,7 +296,7 @@ def _enlist(  # type: ignore[no-untyped-def]
 @njit(cache=True, inline="always")
 def _usable(  # type: ignore[no-untyped-def]
     v, d, done, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops, wait_size, listings, group,
-    group_device, group_ok, group_bytes, room,
+    group_device, group_ok, column, group_bytes, room,
 ):
     """ETF's ``usable``: whether the heap top ``v`` may still start on ``d``.
 
@@ -305,11 +305,12 @@ def _usable(  # type: ignore[no-untyped-def]
     """
     if done[v]:
         return False, wait_keys, wait_ops, listings
-    if _fits_on(v, d, act, num_act, group, group_device, group_ok, group_bytes, room):
+    if _fits_on(v, d, act, num_act, group, group_device, group_ok, column, group_bytes, room):
         return True, wait_keys, wait_ops, listings
     listed[d, v] = False
     wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops,
-                                            wait_size, listings, group, group_device, group_ok, group_bytes, room)
+                                            wait_size, listings, group, group_device, group_ok, column, group_bytes,
+                                            room)
     return False, wait_keys, wait_ops, listings
 
 
@@ -321,7 +322,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     favourite_bytes,  # float64 [n] bytes on the edge from that producer
     column,  # int64 [D] each device's column of op_time
     group,  # int64 [n] colocation group of each op
-    group_ok,  # bool [G, D] devices fast enough for each group (min_speed)
+    group_ok,  # bool [G, K] columns fast enough for each group (min_speed): device d's is group_ok[:, column[d]]
     group_bytes,  # float64 [G] bytes each group reserves (0 without memory awareness)
     room,  # float64 [D] bytes left on each device (updated)
     latency,  # float64 [D, D] seconds per transfer
@@ -373,7 +374,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
             _arrival_on(v, ready_at, act, num_act, listed, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
             wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, act, num_act, wait_keys,
                                                     wait_ops, wait_size, listings, group, group_device, group_ok,
-                                                    group_bytes, room)
+                                                    column, group_bytes, room)
     for _ in range(n):
         before = -1
         while before != listings:  # a dropped top may be listed on a device already cleaned
@@ -386,7 +387,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                     if not wait_keys[d, 0, 0] <= device_free[d]:
                         usable, wait_keys, wait_ops, listings = _usable(
                             v, d, done, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops, wait_size,
-                            listings, group, group_device, group_ok, group_bytes, room)
+                            listings, group, group_device, group_ok, column, group_bytes, room)
                         if usable:
                             break
                     r = wait_keys[d, 0, 1]
@@ -396,7 +397,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                 while now_size[d] > 0:
                     usable, wait_keys, wait_ops, listings = _usable(
                         now_ops[d, 0], d, done, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops,
-                        wait_size, listings, group, group_device, group_ok, group_bytes, room)
+                        wait_size, listings, group, group_device, group_ok, column, group_bytes, room)
                     if usable:
                         break
                     _pop(now_keys, now_ops, now_size, d)
@@ -424,7 +425,8 @@ def etf_kernel(  # type: ignore[no-untyped-def]
         parent = favourite_parent[v]
         if parent >= 0:
             p = op_device[parent]
-            if 0 <= p and p != d and _fits_on(v, p, act, num_act, group, group_device, group_ok, group_bytes, room):
+            if 0 <= p and p != d and _fits_on(v, p, act, num_act, group, group_device, group_ok, column, group_bytes,
+                                              room):
                 start_p = max(ready_at[p, v], device_free[p])
                 saved = latency[p, d] + favourite_bytes[v] * inv_bw[p, d]
                 if start_p <= start + saved:
@@ -457,7 +459,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                 if listed[d, u] and group_device[h] < 0 and room[d] < group_bytes[h]:
                     wait_keys, wait_ops, listings = _enlist(u, ready_at, neg_rank, listed, act, num_act,
                                                             wait_keys, wait_ops, wait_size, listings, group,
-                                                            group_device, group_ok, group_bytes, room)
+                                                            group_device, group_ok, column, group_bytes, room)
         for i in range(count):  # make_ready
             w = ready[i]
             waiting[num_waiting], waiting_at[w] = w, num_waiting
@@ -465,7 +467,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
             _arrival_on(w, ready_at, act, num_act, listed, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
             wait_keys, wait_ops, listings = _enlist(w, ready_at, neg_rank, listed, act, num_act, wait_keys,
                                                     wait_ops, wait_size, listings, group, group_device, group_ok,
-                                                    group_bytes, room)
+                                                    column, group_bytes, room)
     return listings
 
 
@@ -501,7 +503,7 @@ def heft_kernel(  # type: ignore[no-untyped-def]
         _pop(keys, ops, size, heap)
         g = group[v]
         fixed = group_device[g]
-        most = -np.inf if fixed >= 0 else _most_room(g, act, num_act, group_ok, room)
+        most = -np.inf if fixed >= 0 else _most_room(g, act, num_act, group_ok, column, room)
         lo, hi = in_ptr[v], in_ptr[v + 1]
         best_d = np.int64(-1)  # typed: a literal -1 would compile _assign once more
         best_finish = np.inf
@@ -518,7 +520,7 @@ def heft_kernel(  # type: ignore[no-untyped-def]
             if fixed >= 0:
                 allowed = d == fixed
             else:
-                r = room[d] if group_ok[g, d] else -np.inf
+                r = room[d] if group_ok[g, column[d]] else -np.inf
                 allowed = r >= group_bytes[g] if most >= group_bytes[g] else r == most
             start = max(arrive, device_free[d])
             at[d] = start
@@ -590,17 +592,32 @@ def _keep_same_columns(columns, first, same):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _keep_same_ok(group_ok, column, first, same):  # type: ignore[no-untyped-def]
+    """Clear ``same[d]`` where device ``d``'s column of ``group_ok [G, K]`` (``column[d]``) differs from ``first[d]``'s.
+
+    Only the distinct columns are held: a [groups, devices] matrix of 29,499 groups on 4,096 K80s took 120 MB.
+    """
+    for d in range(same.shape[0]):
+        a, b = column[d], column[first[d]]
+        if same[d] and a != b:
+            for i in range(group_ok.shape[0]):
+                if group_ok[i, a] != group_ok[i, b]:
+                    same[d] = False
+                    break
+
+
+@njit(cache=True)
 def twin_kernel(  # type: ignore[no-untyped-def]
-    op_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label, rounds,
+    op_bits, group_ok, column, state_bits, latency_bits, inv_bw_bits, label, rounds,
 ):
     """``interchangeable_devices`` checked bit for bit: the first device of each device's class (itself if alone).
 
     ``label [D]`` is each device's candidate class; a device joins the first unsettled device of its label when
     their columns of ``op_bits [k, D]`` (op times, or a class of equal op times: group times follow from them),
-    ``group_ok [G, D]`` and ``state_bits [k, D]`` hold the same bits, and so do those of ``latency_bits`` and
-    ``inv_bw_bits`` ``[D, D]`` but for the rows of the two devices, and the link from that first device to it is the
-    one to the class's other members. Those that do not join try again among themselves, for at most ``rounds``
-    rounds (islands of a multi-node cluster); then they are their own.
+    ``group_ok [G, K]`` (device ``d``'s is column ``column[d]``) and ``state_bits [k, D]`` hold the same bits, and so
+    do those of ``latency_bits`` and ``inv_bw_bits`` ``[D, D]`` but for the rows of the two devices, and the link
+    from that first device to it is the one to the class's other members. Those that do not join try again among
+    themselves, for at most ``rounds`` rounds (islands of a multi-node cluster); then they are their own.
     """
     num_devices = label.shape[0]
     twin = np.arange(num_devices)
@@ -619,7 +636,7 @@ def twin_kernel(  # type: ignore[no-untyped-def]
             same[d] = not settled[d] and first[d] != d
         _keep_same_columns(op_bits, first, same)
         _keep_same_columns(state_bits, first, same)
-        _keep_same_columns(group_ok, first, same)
+        _keep_same_ok(group_ok, column, first, same)
         for w in range(num_devices):
             for d in range(num_devices):
                 r = first[d]

@@ -198,9 +198,10 @@ class ListSchedule:
         column (np.ndarray, optional): each device's column of ``op_time``, ``[num_devices]`` (default: ``None``,
             a column per device).
 
-    ``op_time`` and ``group_time`` hold the distinct columns, ``column`` each device's: on 4,096 K80s (one
-    column) the [ops, devices] and [groups, devices] matrices of 93,567 ops took 3 GB and 1 GB and their spreading
-    and checks seconds a placer. ``group_ok`` is per device.
+    ``op_time``, ``group_time`` and ``group_ok`` hold the distinct columns, ``column`` each device's: on 4,096 K80s
+    (one column) the [ops, devices] and [groups, devices] matrices of 93,567 ops took 3 GB and 1 GB and their
+    spreading and checks seconds a placer, and ``group_ok`` per device (120 MB) 0.4-0.9 s of each schedule's setup
+    and its check of interchangeable devices. Device ``d`` may take group ``g`` where ``group_ok[g, column[d]]``.
 
     Raises:
         InvalidArgument: if ``min_speed`` is not a number in ``[0, 1]`` (above 1 no device is fast enough for
@@ -232,8 +233,7 @@ class ListSchedule:
         used = np.unique(self.column)  # the fastest of the devices' columns: min is exact in any order
         seconds = self.group_time if used.shape[0] == self.group_time.shape[1] else self.group_time[:, used]
         fastest = seconds.min(axis=1, keepdims=True)
-        ok = self.group_time * min_speed <= fastest * (1 + 1e-9)
-        self.group_ok = np.take(ok, self.column, axis=1)  # C order: [:, column] of 4,096 K80s took 0.9 s, take 0.1
+        self.group_ok = self.group_time * min_speed <= fastest * (1 + 1e-9)  # [groups, columns]
         self.memory_aware = memory_aware
         self.group_bytes = np.asarray(group_memory(graph) if memory_aware else np.zeros(graph.num_groups),
                                       dtype=np.float64)
@@ -254,10 +254,10 @@ class ListSchedule:
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The state the compiled schedulers read and fill, their last arguments in this order.
 
-        ``column``, ``group``, ``group_ok``, ``group_bytes``, ``room``, ``latency``, ``inv_bw``, the producers' CSR
-        (``in_ptr``, ``in_src``, ``in_bytes``), the consumers' (``out_ptr``, ``out_dst``), ``pending``,
-        ``op_device``, ``start``, ``finish``, ``device_free``, ``group_device``: the arrays themselves, so
-        that the schedulers fill them in place.
+        ``column``, ``group``, ``group_ok`` (per column), ``group_bytes``, ``room``, ``latency``, ``inv_bw``, the
+        producers' CSR (``in_ptr``, ``in_src``, ``in_bytes``), the consumers' (``out_ptr``, ``out_dst``),
+        ``pending``, ``op_device``, ``start``, ``finish``, ``device_free``, ``group_device``: the arrays themselves,
+        so that the schedulers fill them in place.
         """
         return (self.column, self.group, self.group_ok, self.group_bytes, self.room, self.latency, self.inv_bw,
                 self.in_ptr, self.in_src, self.in_bytes, self.out_ptr, self.out_dst, self.pending, self.op_device,
@@ -285,12 +285,13 @@ class ListSchedule:
         (``min_speed``) with room for it, or, if none has room, those of them with the most room.
         """
         out = np.empty(self.device_free.shape[0], dtype=bool)
-        _candidates(v, out, self.group, self.group_device, self.group_ok, self.group_bytes, self.room)
+        _candidates(v, out, self.group, self.group_device, self.group_ok, self.column, self.group_bytes, self.room)
         return out
 
     def fits(self, v: int, d: int) -> bool:
         """Whether ``v`` may still go to device ``d``: whether ``d`` is among :meth:`candidates`."""
-        return bool(_fits(v, d, self.group, self.group_device, self.group_ok, self.group_bytes, self.room))
+        return bool(_fits(v, d, self.group, self.group_device, self.group_ok, self.column, self.group_bytes,
+                          self.room))
 
     def assign(self, v: int, d: int, start: float) -> list[int]:
         """Schedule op ``v`` on device ``d`` at ``start`` seconds; returns the ops this makes ready."""
@@ -340,7 +341,7 @@ def interchangeable_devices(schedule: ListSchedule) -> np.ndarray:
     # two devices' op times hold the same bits where their columns do, and then so do their group times (sums of
     # them): the columns' classes of equal bits stand for both matrices, a row of [devices]
     op_class = _alike_columns(schedule.op_time)[schedule.column][None].astype(np.uint64)
-    twin = twin_kernel(op_class, np.ascontiguousarray(schedule.group_ok),
+    twin = twin_kernel(op_class, np.ascontiguousarray(schedule.group_ok), schedule.column,
                        state, np.ascontiguousarray(schedule.latency, dtype=np.float64).view(np.uint64),
                        np.ascontiguousarray(schedule.inv_bw, dtype=np.float64).view(np.uint64), label, TWIN_ROUNDS)
     return twin  # type: ignore[no-any-return]
