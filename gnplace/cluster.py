@@ -325,6 +325,28 @@ class Cluster(ReadOnlyArrays):
         """
         return self.kept("_fingerprint", (self.name, self.devices), None, lambda: self._digest(_canonical))
 
+    def inverse_bandwidth(self) -> np.ndarray:
+        """Seconds per byte of each link, ``1 / bandwidth``, 0 on the diagonal (no transfer on one device), read-only.
+
+        ``[num_devices, num_devices]``, kept (:meth:`kept`): each list schedule divided the bandwidths anew, 134 MB
+        and 0.1-0.4 s at 4,096 devices, three times in ``auto``.
+
+        Examples:
+            >>> c = load_cluster("k80x2")
+            >>> c.inverse_bandwidth().tolist() == [[0.0, 1 / 7.6e9], [1 / 7.6e9, 0.0]]
+            True
+            >>> c.inverse_bandwidth() is c.inverse_bandwidth(), c.inverse_bandwidth().flags.writeable
+            (True, False)
+        """
+
+        def compute() -> np.ndarray:
+            with np.errstate(divide="ignore"):
+                inverse = 1.0 / self.bandwidth
+            inverse.flags.writeable = False  # shared by every caller
+            return inverse
+
+        return self.kept("_inverse_bandwidth", (), None, compute)
+
     def kept(self, slot: str, inputs: tuple[object, ...], key: Hashable, compute: Callable[[], _T]) -> _T:
         """``compute()``, kept in the attribute ``slot`` while it would give the same.
 

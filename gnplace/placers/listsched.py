@@ -68,8 +68,8 @@ def mean_link_costs(cluster: Cluster, devices: np.ndarray) -> tuple[float, float
     the last ``devices`` asked, while its (read-only) link matrices are the objects it was computed from: ``heft``,
     ``m_etf`` and ``m_sct`` each ranked ops by it, three reads of every pair in ``auto`` (2.9 s of 8.1 s for a
     2,000-op graph on 4,096 K80s on the loaded VM). The pairs are gathered by
-    :func:`~gnplace.cluster.off_diagonal`, their bandwidths inverted in place: each array of them takes 134 MB at
-    4,096 devices.
+    :func:`~gnplace.cluster.off_diagonal` from the latencies and the inverse bandwidths the cluster keeps
+    (:meth:`~gnplace.cluster.Cluster.inverse_bandwidth`): each array of them takes 134 MB at 4,096 devices.
 
     Examples:
         >>> from gnplace.toy import toy_cluster
@@ -81,11 +81,10 @@ def mean_link_costs(cluster: Cluster, devices: np.ndarray) -> tuple[float, float
         return None
 
     def costs() -> tuple[float, float]:
-        latency, bandwidth = cluster.latency, cluster.bandwidth
+        latency, inverse = cluster.latency, cluster.inverse_bandwidth()  # each pair's 1 / bandwidth, as divided here
         if not np.array_equal(d, np.arange(cluster.num_devices)):  # all of them, in order: the matrices as they are
-            latency, bandwidth = latency[np.ix_(d, d)], bandwidth[np.ix_(d, d)]
-        pairs = off_diagonal(bandwidth).reshape(-1)
-        return off_diagonal(latency).reshape(-1).mean(), np.divide(1.0, pairs, out=pairs).mean()
+            latency, inverse = latency[np.ix_(d, d)], inverse[np.ix_(d, d)]
+        return off_diagonal(latency).reshape(-1).mean(), off_diagonal(inverse).reshape(-1).mean()
 
     return cluster.kept("_mean_link_costs", (), (d.dtype.str, d.shape, d.tobytes()), costs)
 
@@ -239,8 +238,7 @@ class ListSchedule:
                                       dtype=np.float64)
         self.room = cluster.memory.astype(np.float64) if memory_aware else np.full(num_devices, np.inf)
         self.latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            self.inv_bw = 1.0 / cluster.bandwidth  # 0 on the diagonal: no transfer on one device
+        self.inv_bw = cluster.inverse_bandwidth()  # read-only, 0 on the diagonal: no transfer on one device
         self.op_device = np.full(n, -1, dtype=np.int64)
         self.start = np.zeros(n)
         self.finish = np.zeros(n)
