@@ -9,8 +9,6 @@ memory.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
 from gnplace.cluster import Cluster
@@ -529,8 +527,9 @@ def _overflow_descent(
     over, left = float((peak - capacity).clip(0).sum()), evaluations - 1
     while over > 0 and left > 0 and cluster.num_devices > 1:
         moved, target = _moves(current, np.argsort(-(peak - capacity), kind="stable"), memory, width)
-        for batch in _moves_then_swaps(current, moved, target, memory, width):
-            candidates = batch[:left]
+        for swap in (False, True):  # the swaps are made only if no move lowers the overflow
+            candidates = (_swaps(current, moved, target, memory, width, left) if swap
+                          else _apply_moves(current, moved[:left], target[:left]))
             if not len(candidates):
                 continue
             left -= len(candidates)
@@ -558,14 +557,6 @@ def _moves(current: np.ndarray, sources: np.ndarray, memory: np.ndarray, width: 
     return np.concatenate(groups), np.concatenate(targets)
 
 
-def _moves_then_swaps(
-    current: np.ndarray, moved: np.ndarray, target: np.ndarray, memory: np.ndarray, width: int,
-) -> Iterator[np.ndarray]:
-    """The moves as placements of every group, then (made only if asked for) the swaps, ``[candidates, num_groups]``."""
-    yield _apply_moves(current, moved, target)
-    yield _swaps(current, moved, target, memory, width)
-
-
 def _apply_moves(current: np.ndarray, moved: np.ndarray, target: np.ndarray) -> np.ndarray:
     """``current`` with group ``moved[i]`` on device ``target[i]``, one row per move, ``[moves, num_groups]``."""
     out = np.repeat(current[None, :], moved.size, axis=0)
@@ -573,14 +564,22 @@ def _apply_moves(current: np.ndarray, moved: np.ndarray, target: np.ndarray) -> 
     return out
 
 
-def _swaps(current: np.ndarray, moved: np.ndarray, target: np.ndarray, memory: np.ndarray, width: int) -> np.ndarray:
-    """Each move with one of the ``width`` largest groups of its target no larger sent back, ``[swaps, num_groups]``."""
-    rows: list[np.ndarray] = []
+def _swaps(
+    current: np.ndarray, moved: np.ndarray, target: np.ndarray, memory: np.ndarray, width: int, limit: int,
+) -> np.ndarray:
+    """Each move with one of the ``width`` largest groups of its target no larger sent back, ``[swaps, num_groups]``.
+
+    The first ``limit`` of them, in order: the descent times no more. All of them were made and the batch cut after:
+    3,584 copies of 82,454 groups (2.4 GB, 13.6 s of a repair's 55 s) for 255 timings at 261,510 ops on 8 K80s.
+    """
+    swapped: list[tuple[int, int, int]] = []
     for g, t in zip(moved.tolist(), target.tolist()):
+        if len(swapped) >= limit:
+            break
         theirs = np.flatnonzero((current == t) & (memory <= memory[g]))
         theirs = theirs[np.argsort(-memory[theirs], kind="stable")][:width]
-        for h in theirs.tolist():
-            row = current.copy()
-            row[g], row[h] = t, current[g]
-            rows.append(row)
-    return np.array(rows, dtype=np.int64).reshape(-1, current.size)
+        swapped.extend((g, t, h) for h in theirs.tolist()[:limit - len(swapped)])
+    pairs = np.array(swapped, dtype=np.int64).reshape(-1, 3)
+    out = _apply_moves(current, pairs[:, 0], pairs[:, 1])
+    out[np.arange(len(pairs)), pairs[:, 2]] = current[pairs[:, 0]]
+    return out
