@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, UnsupportedGraph
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS, check_optimizer
 from gnplace.importers.flops import VIEW_OPS, op_flops
@@ -104,7 +104,9 @@ def import_step(
 
     Raises:
         InvalidArgument: if ``module`` is no ``torch.nn.Module``.
-        UnsupportedGraph: if the step cannot be traced (the message names the failing op).
+        UnsupportedGraph: if the step cannot be traced (the message names the failing op), or a parameter gets a
+            sparse gradient (``nn.Embedding(sparse=True)``) and ``optimizer`` is ``"adam"`` or ``"adamw"``, whose
+            torch classes refuse one.
         UnknownName: for an unknown optimizer (a ``ValueError``).
 
     Returns:
@@ -246,6 +248,25 @@ def _updated_numel(optimizer: str, param: torch.Tensor, grad: Any) -> int:
         entries = int(grad._nnz()) * math.prod(grad.shape[grad.sparse_dim():])
         return min(entries, int(param.numel()))
     return int(param.numel())
+
+
+#: Optimizers of :data:`OPTIMIZERS` whose torch class refuses a sparse gradient: ``torch.optim.Adam`` and ``AdamW``
+#: raise "Adam does not support sparse gradients" at their first step. ``SGD`` takes one, with momentum too (its
+#: buffer then is a sparse tensor); checked by stepping each on ``nn.Embedding(sparse=True)``'s gradient (torch 2.x).
+_DENSE_GRADIENTS_ONLY = frozenset({"adam", "adamw"})
+
+
+def _check_sparse_gradient(optimizer: str, pname: str, grad: Any) -> None:
+    """Refuse a sparse gradient (``nn.Embedding(sparse=True)``'s) for an optimizer whose torch class refuses one.
+
+    Raises:
+        UnsupportedGraph: if ``grad`` is a sparse COO tensor and ``optimizer`` is in :data:`_DENSE_GRADIENTS_ONLY`.
+    """
+    if optimizer in _DENSE_GRADIENTS_ONLY and isinstance(grad, torch.Tensor) and grad.layout == torch.sparse_coo:
+        raise UnsupportedGraph(
+            f"parameter {pname!r} gets a sparse gradient (an nn.Embedding or nn.EmbeddingBag with sparse=True), "
+            f"which torch.optim's {'AdamW' if optimizer == 'adamw' else 'Adam'} refuses: train with optimizer 'sgd' "
+            "or 'momentum', or build the module with sparse=False")
 
 
 def trace_to_graph(
@@ -461,6 +482,7 @@ def _trace_to_step(
         grad = trace.grads.get(pname)
         g = resolve(grad) if grad is not None else None
         grad_value = _value(g, trace) if g is not None and g.kind == "op" else None
+        _check_sparse_gradient(optimizer, pname, grad_value)
         up = add_node(f"update/{pname}", f"{optimizer}_update", UPDATE,
                       update_flops * _updated_numel(optimizer, p, grad_value), 0, pbytes * state_factor, module_path,
                       home)

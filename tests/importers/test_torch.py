@@ -115,6 +115,23 @@ def test_sgd_updates_the_rows_a_sparse_gradient_holds_and_momentum_the_whole_tab
     assert update_flops("sgd", sparse=False) == 2 * 50_000 * 64
     assert update_flops("momentum", sparse=True) == update_flops("momentum", sparse=False) == 4 * 50_000 * 64
 
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_adam_refuses_a_sparse_gradient_as_torch_does(optimizer):
+    """torch.optim.Adam and AdamW raise 'Adam does not support sparse gradients' at their first step on
+    nn.Embedding(sparse=True)'s gradient (SGD, with momentum or not, takes it): the step was imported as if they
+    took it. Refused in one line naming the parameter and what to use instead; a dense embedding stays fine."""
+    def model(sparse: bool) -> nn.Module:
+        return nn.Sequential(nn.Embedding(100, 8, sparse=sparse), nn.Linear(8, 2))
+
+    tokens = (torch.randint(0, 100, (4,)),)
+    with pytest.raises(UnsupportedGraph, match=r"^parameter '0.weight' gets a sparse gradient .* 'sgd' or 'momentum', "
+                                               r"or build the module with sparse=False$") as caught:
+        from_module(model(True), tokens, loss=lambda out: out.sum(), optimizer=optimizer)
+    assert "\n" not in str(caught.value)
+    from_module(model(False), tokens, loss=lambda out: out.sum(), optimizer=optimizer)
+
+
 def test_max_norms_renorm_writes_the_rows_it_looks_up_not_the_table():
     """nn.Embedding(max_norm=...) rescales in place the rows its 4 x 5 tokens look up: 20 x 16 floats = 1,280 bytes
     written and passed to the look-up that follows it, not the 1,000 x 16 table's 64,000 it returns."""
