@@ -2147,6 +2147,6 @@ _STATE_INPUTS: dict[str, frozenset[int]] = {"LSTM": frozenset({5, 6}), "GRU": fr
 
 _KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | SAVES_MASK | frozenset({
     "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Cast", "CastLike", "Pad", "Tile", "ReduceMean", "ReduceSum",
-    "CumSum", "Resize", "Upsample", "Trilu", "ScatterND", "ScatterElements", "Scatter", "loss",
+    "CumSum", "Resize", "Upsample", "Trilu", "ScatterND", "ScatterElements", "Scatter", "TensorScatter", "loss",
     "DFT", "AffineGrid",  # linear in their one float input: the gradient is the transposed map, reading no value
 })

@@ -11,6 +11,9 @@ global pooling one per input element; normalisations and softmax 5 per element; 
 ``QuantizeLinear`` and ``DequantizeLinear`` 2 per element (a scale and a zero point). ``DFT`` and ``STFT`` count
 FFTW's ``5 n log2 n`` per complex transform (half for real input), as aten's ``_fft_*``; ``AffineGrid`` its product
 by the base grid, as aten's ``affine_grid_generator``; ``DeformConv`` its convolution plus ``GridSample``'s sampling.
+The ops of opsets 23-28: ``Swish`` as aten's ``silu`` and ``SwiGLU`` as its ``silu(a) * b``; ``CumProd`` one
+multiply per element, as ``CumSum`` one add; ``RotaryEmbedding`` the rotation of its rotated pairs (4 products, 2
+sums); ``TensorScatter`` (a cache update) and ``BitCast`` (a reinterpretation) move data.
 
 ONNX files hold only the forward graph, so the importer synthesises the backward pass.
 :func:`grad_flops` gives the FLOP of the gradient with respect to one input: for ``Conv``,
@@ -77,6 +80,10 @@ FREE_OPS = frozenset({
     "SequenceConstruct", "SequenceInsert", "SequenceLength", "Col2Im",
     # MaxUnpool writes each value at its index into zeros (its gradient gathers from there): data movement
     "MaxUnpool",
+    # TensorScatter (opset 24) writes its update into the cache at the write indices, as ScatterND without a
+    # reduction (its gradients: the cache's with the written rows zeroed, the update's gathered from them); BitCast
+    # (opset 26) reinterprets the bits as another type of the same width, no value conversion
+    "TensorScatter", "BitCast",
 })
 
 #: Scatters whose ``reduction`` attribute (``add``, ``mul``, ``max``, ``min``; ``none`` by default) combines each
@@ -94,7 +101,13 @@ _ELEMENTWISE: dict[str, float] = {
     "Where": 0.0,
     **dict.fromkeys(["Sigmoid", "Tanh", "Exp", "Log", "Erf", "Gelu", "Softplus", "Softsign", "Elu", "Selu", "Celu",
                      "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-                     "HardSigmoid", "HardSwish", "Mish"], 4.0),
+                     "HardSigmoid", "HardSwish", "Mish",
+                     # Swish (opset 24): x * sigmoid(alpha x), as aten's silu (its gradient, silu_backward's 4, too)
+                     "Swish"], 4.0),
+    # SwiGLU (opset 28): Swish(A) * B, a Swish and a product, as aten's silu(a) * b and its glu (a * sigmoid(b));
+    # each gradient 5 (its default here): dA the product with B and silu_backward's 4, dB Swish(A) again times the
+    # output's gradient (the fused op keeps no Swish(A))
+    "SwiGLU": 5.0,
 }
 
 # n-ary elementwise ops: (inputs - 1) FLOP per output element.
@@ -155,6 +168,10 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
     **dict.fromkeys(["QuantizeLinear", "DequantizeLinear"], frozenset({1, 2})),
     **dict.fromkeys(["QLinearConv", "QLinearMatMul"], frozenset({1, 2, 4, 5, 6, 7})),
     **dict.fromkeys(["ConvInteger", "MatMulInteger"], frozenset({2, 3})),
+    "CumProd": frozenset({1}),  # the axis
+    "TensorScatter": frozenset({2}),  # the write indices
+    # the cosine and sine caches (functions of the positions, buffers in torch's rotary modules) and the positions
+    "RotaryEmbedding": frozenset({1, 2, 3}),
     **dict.fromkeys(["Shape", "Size", "OneHot", "Range", "ConstantOfShape", "EyeLike", "ArgMax", "ArgMin", "NonZero",
                      "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial",
                      # comparisons and logic: a boolean result, no gradient to any input (a float threshold
@@ -162,7 +179,9 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
                      "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal", "And", "Or", "Xor", "Not",
                      "IsNaN", "IsInf",
                      # selections and quantization to integers: index or integer results
-                     "NonMaxSuppression", "DynamicQuantizeLinear"],
+                     "NonMaxSuppression", "DynamicQuantizeLinear",
+                     # a reinterpretation of bits has no derivative (the spec marks BitCast's input non-differentiable)
+                     "BitCast"],
                     frozenset(range(8))),
 }
 
@@ -170,15 +189,17 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
 SAVES_OTHER_INPUTS = frozenset({"Conv", "ConvTranspose", "Gemm", "Einsum", "Mul", "Div", "Pow", "Where", "Attention",
                                 "Gather", "GatherElements", "GatherND", "Max", "Min", "PRelu",
                                 "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "GridSample", "DeformConv",
-                                "STFT"} | _MATMULS
+                                "STFT", "SwiGLU", "RotaryEmbedding"} | _MATMULS
                                | _NORMS)
 #: Ops whose gradient reads the input it is taken for (gelu, erf, log, norms, pooling, ...).
 SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplus", "LeakyRelu", "Abs", "Clip",
                              "Pow", "Div", "Reciprocal", "Max", "Min", "HardSigmoid", "HardSwish", "Mish", "Selu",
-                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "GridSample", "LRN"} | _NORMS | _POOLS
+                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "GridSample", "LRN", "Swish", "SwiGLU",
+                             "CumProd"} | _NORMS | _POOLS
                             | _GLOBAL_POOLS | {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceLogSumExp"})
 #: Ops whose gradient reads their own output (relu, sigmoid, tanh, softmax, exp, sqrt, norms).
-SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention", "LRN"} | _SOFTMAX
+SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention", "LRN", "CumProd"}
+                         | _SOFTMAX
                          | _NORMS)
 
 #: Ops whose gradient reads the mask they keep (not their input or output): a training ``Dropout``'s gradient is
@@ -311,6 +332,23 @@ def _roi_align_forward(attrs: Mapping[str, Any], out: Shape | None) -> float:
     channels = out[1] if out is not None and len(out) > 1 and out[1] else 1
     average = str(attrs.get("mode", "avg")) == "avg"
     return float(elements * (5 * samples + average) + elements // channels * samples * _ROI_ALIGN_POINT)
+
+
+def _rotated_elements(attrs: Mapping[str, Any], inputs: Sequence[Shape | None]) -> int:
+    """Elements of a ``RotaryEmbedding``'s input ``X`` that it rotates (ONNX spec, opset 23).
+
+    ``X`` is ``[B, heads, S, head size]``, or ``[B, S, hidden]`` of ``num_heads`` heads; the first
+    ``rotary_embedding_dim`` values of each head (all by default) are rotated, the others copied. The caches'
+    last dim, ``rotary_embedding_dim / 2``, says how many where the attribute does not.
+    """
+    x = inputs[0] if inputs else None
+    if not x:
+        return 0
+    heads = int(attrs.get("num_heads", 0) or 0)
+    head = x[-1] if len(x) != 3 or heads <= 0 else x[-1] // heads
+    cache = inputs[1] if len(inputs) > 1 else None
+    rotated = int(attrs.get("rotary_embedding_dim", 0) or 0) or (2 * cache[-1] if cache else head)
+    return min(_numel(x), _numel(x) // max(head, 1) * rotated)
 
 
 def _nms_flops(inputs: Sequence[Shape | None]) -> float:
@@ -627,6 +665,12 @@ def forward_flops(
         return 2.0 * ((out[-1] if out else 0) + 1) * n_out  # per output coordinate, as aten's affine_grid_generator
     if op_type == "DeformConv":
         return _deform_conv_flops(attrs, inputs, out)
+    if op_type == "CumProd":  # one multiply per element (opset 26), as CumSum one add
+        return float(_numel(x))
+    if op_type == "RotaryEmbedding":
+        # (opset 23) each rotated pair (x1, x2) becomes (cos x1 - sin x2, sin x1 + cos x2): 4 products and 2 sums,
+        # 3 FLOP per rotated element; gathering the caches by position and the concatenations move data
+        return 3.0 * _rotated_elements(attrs, inputs)
     if op_type == "NonMaxSuppression":
         return _nms_flops(inputs)
     if op_type == "DynamicQuantizeLinear":
@@ -728,6 +772,12 @@ def grad_flops(
         return float(8 * elements * samples + elements // channels * samples * _ROI_ALIGN_POINT)
     if op_type == "DeformConv":
         return _deform_conv_grad(inputs, out, position)
+    if op_type == "CumProd":
+        # aten's cumprod_backward for an input without zeros: the reversed cumsum of grad * y, divided by x (3 FLOP
+        # per element; zeros take a longer way, which the values decide)
+        return 3.0 * _numel(x)
+    if op_type == "RotaryEmbedding":  # the rotation by the opposite angle, 3 per rotated element; the rest passes
+        return 3.0 * _rotated_elements(attrs, inputs)
     if op_type == "Det":  # aten's linalg_det_backward: det * grad (1), the LU's diagonal checked for a zero (n), the
         matrices, n = _det_sizes(x)  # scaled identity (n^2) and an adjoint LU solve of n columns (2 n^3)
         return float(matrices * (2 * n ** 3 + n * n + n + 1))

@@ -397,26 +397,28 @@ def test_profile_unknown_torch_device(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ 9: warnings
 def _onnx_mlp(path: Path, unknown_op: bool = False) -> Path:
-    """``relu(x @ w)``, with a Swish op (a standard op of opset 24 with no FLOP rule) after it when ``unknown_op``."""
+    """``relu(x @ w)``, with a LinearAttention op (a standard op of opset 27 with no FLOP rule) after it when
+    ``unknown_op``."""
     w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"])]
     inits = [w]
     if unknown_op:
         nodes += [helper.make_node("Unsqueeze", ["y", "axes"], ["y3"], name="unsq"),
-                  helper.make_node("Swish", ["y3"], ["n"], name="swish")]
+                  helper.make_node("LinearAttention", ["y3", "y3", "y3"], ["n", "state"], name="linear_attention",
+                                   q_num_heads=1, kv_num_heads=1, update_rule="linear")]
         inits.append(numpy_helper.from_array(np.array([2], np.int64), "axes"))
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
                               [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)], inits)
-    opset = 24 if unknown_op else 17
+    opset = 27 if unknown_op else 17
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString())
     return path
 
 
 def test_unknown_onnx_op_in_place_is_one_warning_line(tmp_path, capsys):
-    model = _onnx_mlp(tmp_path / "swish.onnx", unknown_op=True)
+    model = _onnx_mlp(tmp_path / "linear_attention.onnx", unknown_op=True)
     assert main(["place", str(model), "-c", "k80x2", "-p", "single"]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "Swish" in err, err
+    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "LinearAttention" in err, err
 
 
 def test_warnings_are_single_lines_and_torch_unsafe_load_warning_is_silenced(capsys):

@@ -72,16 +72,18 @@ def test_an_initializer_left_untrained_gets_no_gradient_and_no_update(tmp_path, 
 
 
 def test_unknown_op_types_are_one_warning_line(tmp_path, capsys):
-    swish = helper.make_node("Swish", ["y3"], ["n"], name="swish")  # a standard op (opset 24) with no FLOP rule
+    # a standard op (opset 27) with no FLOP rule
+    unknown = helper.make_node("LinearAttention", ["y3", "y3", "y3"], ["n", "state"], name="linear_attention",
+                               q_num_heads=1, kv_num_heads=1, update_rule="linear")
     unsq = helper.make_node("Unsqueeze", ["y", "axes"], ["y3"], name="unsq")
-    model = write_mlp(tmp_path / "swish.onnx", batch=4, extra_nodes=[unsq, swish])
+    model = write_mlp(tmp_path / "linear_attention.onnx", batch=4, extra_nodes=[unsq, unknown])
     proto = onnx.load(str(model))
     proto.graph.initializer.append(numpy_helper.from_array(np.array([2], np.int64), "axes"))
-    proto.opset_import[0].version = 24
+    proto.opset_import[0].version = 27
     model.write_bytes(proto.SerializeToString())
     assert main(["import", str(model), "-o", str(tmp_path / "g.gnpg")]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "Swish" in err
+    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "LinearAttention" in err
 
 
 @pytest.mark.parametrize(

@@ -263,12 +263,14 @@ def test_batch_norm_statistics_are_not_trained():
 
 def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-             helper.make_node("Swish", ["h4"], ["n"], name="swish"),  # a standard op (opset 24) without a rule
-             helper.make_node("Reshape", ["h", "shape4"], ["h4"], name="to4d"),
+             # a standard op (opset 27) without a rule, its state output unread
+             helper.make_node("LinearAttention", ["h3", "h3", "h3"], ["n", "state"], name="linear_attention",
+                              q_num_heads=1, kv_num_heads=1, update_rule="linear"),
+             helper.make_node("Reshape", ["h", "shape3"], ["h3"], name="to3d"),
              helper.make_node("Mystery", ["n"], ["m1"], name="mystery1", domain="my.ops"),
              helper.make_node("Mystery", ["m1"], ["y"], name="mystery2", domain="my.ops")]
-    inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 16, 1], np.int64), "shape4")]
-    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2])], inits, value_info=[vi("m1", [2, 2])], opset=24)
+    inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 4, 8], np.int64), "shape3")]
+    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2])], inits, value_info=[vi("m1", [2, 2])], opset=27)
     onnx_model.opset_import.append(helper.make_opsetid("my.ops", 1))
     with pytest.raises(UnsupportedGraph, match="node 'mystery1' is my.ops.Mystery, an op of a custom domain"):
         from_onnx(onnx_model)
@@ -277,8 +279,38 @@ def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once(
         g = from_onnx(onnx_model, allow_unknown_ops=True)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "2 op types" in messages[0]
-    assert "Swish" in messages[0] and "my.ops.Mystery" in messages[0]
-    assert g.flops[g.index("mystery1")] == 4 and g.flops[g.index("swish")] == 2 * 2 * 16 * 1
+    assert "LinearAttention" in messages[0] and "my.ops.Mystery" in messages[0]
+    # its output [2, 4, 8] and its state [batch 2, 1 head, 8, 8]
+    assert g.flops[g.index("mystery1")] == 4 and g.flops[g.index("linear_attention")] == 2 * 4 * 8 + 2 * 8 * 8
+
+
+def test_the_ops_of_opsets_23_to_28_import_with_rules_and_gradients():
+    """Swish, SwiGLU, CumProd, RotaryEmbedding, TensorScatter and BitCast were counted at 1 FLOP per output element
+    and warned of; now each has its rule, the differentiable ones a gradient, and RotaryEmbedding's cosine and sine
+    caches (initializers, as an exporter writes them) are no weights, nor are its positions."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Swish", ["h"], ["s"], name="swish", alpha=1.5),
+             helper.make_node("SwiGLU", ["s", "h"], ["g"], name="swiglu"),
+             helper.make_node("CumProd", ["g", "axis"], ["c"], name="cumprod"),
+             helper.make_node("RotaryEmbedding", ["c", "cos", "sin", "positions"], ["r"], name="rope", num_heads=4,
+                              rotary_embedding_dim=4),
+             helper.make_node("TensorScatter", ["past", "r"], ["y"], name="cache", axis=1),
+             helper.make_node("BitCast", ["y"], ["bits"], name="bitcast", to=TensorProto.INT32)]
+    inits = [weight("w", 32, 32), weight("cos", 16, 2), weight("sin", 16, 2),
+             numpy_helper.from_array(np.zeros((2, 6), np.int64), "positions"),
+             numpy_helper.from_array(np.array(1, np.int64), "axis")]
+    proto = model(nodes, [vi("x", [2, 6, 32]), vi("past", [2, 10, 32])],
+                  [vi("y", [2, 10, 32]), vi("bits", [2, 10, 32], TensorProto.INT32)], inits, opset=28)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 'FLOP rules do not know 6 op types'
+        g = from_onnx(proto)
+    n, rotated = 2 * 6 * 32, 2 * 6 * 4 * 4  # 4 heads of 8 values, 4 of them rotated
+    assert [g.flops[g.index(name)] for name in ("swish", "swiglu", "cumprod", "rope", "cache", "bitcast")] == [
+        4 * n, 5 * n, n, 3 * rotated, 0, 0]
+    assert [g.flops[g.index(f"grad/{name}")] for name in ("swish/h", "swiglu/s", "swiglu/h", "cumprod/g", "rope/c",
+                                                          "cache/r")] == [4 * n, 5 * n, 5 * n, 3 * n, 3 * rotated, 0]
+    assert [name for name in g.node_names if name.startswith("update/")] == ["update/w"]
+    assert not any(name.startswith("grad/bitcast") for name in g.node_names)
 
 
 def _zoo_lrn_model(opset: int) -> onnx.ModelProto:

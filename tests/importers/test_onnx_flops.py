@@ -324,3 +324,31 @@ def test_dft_stft_affine_grid_and_deform_conv_get_rules_as_torchs():
     grads = [grad_flops("DeformConv", {}, [x, w, offset, b, mask], [out], k, 0.0) for k in range(5)]
     assert grads == [2 * values * 4, conv - 216 + values * 5, 2 * values * 4 + 2 * 2 * points, 216, values * 6]
     assert shared_grad_flops("DeformConv", {}, [x, w, offset, b, mask]) == conv - 216 + points * 16
+
+
+def test_the_ops_of_opsets_23_to_28_get_rules_as_torchs():
+    """Swish counts as aten's silu (4 a element, its gradient too), SwiGLU as silu(a) * b (5, each gradient 5);
+    CumProd a multiply per element, its gradient aten's reversed cumsum of grad * y over x (3); RotaryEmbedding 6 per
+    rotated pair (4 products, 2 sums), its gradient the opposite rotation; TensorScatter and BitCast move data. Each
+    was 1 FLOP per output element with a warning."""
+    import torch
+
+    from gnplace.importers.flops import op_flops
+
+    a = torch.zeros(4, 5)
+    silu = op_flops("silu", (a,), {}, [a])
+    assert forward_flops("Swish", {"alpha": 1.5}, [(4, 5)], [(4, 5)]) == silu == 4 * 20
+    assert grad_flops("Swish", {}, [(4, 5)], [(4, 5)], 0, 0.0) == op_flops("silu_backward", (a, a), {}, [a]) == 80
+    assert forward_flops("SwiGLU", {}, [(4, 5), (4, 5)], [(4, 5)]) == silu + op_flops("mul", (a, a), {}, [a])
+    assert [grad_flops("SwiGLU", {}, [(4, 5), (4, 5)], [(4, 5)], k, 0.0) for k in (0, 1)] == [5 * 20, 5 * 20]
+    assert forward_flops("CumProd", {}, [(4, 5), ()], [(4, 5)]) == op_flops("cumprod", (a, 1), {}, [a]) == 20
+    assert grad_flops("CumProd", {}, [(4, 5), ()], [(4, 5)], 0, 0.0) == 3 * 20
+    x, cache, positions = (2, 4, 6, 8), (16, 4), (2, 6)  # 4 heads of 8: all rotated by default, 4 of 8 when told
+    assert forward_flops("RotaryEmbedding", {}, [x, cache, cache, positions], [x]) == 3 * 384
+    half = [x, (16, 2), (16, 2), positions]
+    assert forward_flops("RotaryEmbedding", {"rotary_embedding_dim": 4}, half, [x]) == 3 * 192
+    packed = [(2, 6, 32), (2, 6, 2), (2, 6, 2)]  # [B, S, hidden] of 4 heads, caches by batch and position
+    assert forward_flops("RotaryEmbedding", {"num_heads": 4}, packed, [(2, 6, 32)]) == 3 * 192
+    assert grad_flops("RotaryEmbedding", {"num_heads": 4}, packed, [(2, 6, 32)], 0, 0.0) == 3 * 192
+    assert forward_flops("TensorScatter", {"axis": 2}, [(2, 4, 16, 8), (2, 4, 3, 8)], [(2, 4, 16, 8)]) == 0
+    assert forward_flops("BitCast", {"to": 6}, [(4, 5)], [(4, 5)]) == 0
