@@ -93,6 +93,35 @@ _ELEMENTWISE: dict[str, float] = {
     **dict.fromkeys(["lerp", "lerp_", "addcmul", "addcmul_", "addcdiv", "addcdiv_"], 3.0),
 }
 
+#: FLOP per element of the elementary functions of a complex ``z = a + i b``, from their real and imaginary parts
+#: (Abramowitz and Stegun 4.2-4.5; the square root as C99's ``csqrt``, Kahan's *Branch Cuts for Complex Elementary
+#: Functions*), counting as :data:`_COMPLEX_ELEMENTWISE` does: a real function (``exp``, ``log``, ``sin``, ``sinh``,
+#: ``atan2``) 4 FLOP as :data:`_ELEMENTWISE`'s, ``|z|`` 4, a real product, sum or quotient 1, a complex product 6, sum
+#: 2, reciprocal 6, a conjugation 1 (it negates the imaginary part). ``exp`` ``e^a (cos b + i sin b)``: 3 functions, 2
+#: products, 14; ``log`` ``log |z| + i atan2(b, a)``: 12, ``log2`` and ``log10`` that scaled (2 more); ``sin``,
+#: ``cos``, ``sinh``, ``cosh`` (``sin a cosh b + i cos a sinh b``, ...): 4 functions, 2 products, 18; ``tan``, ``tanh``
+#: (``(sinh 2a + i sin 2b) / (cosh 2a + cos 2b)``): 2 doublings, 4 functions, a sum, 2 quotients, 21; ``sqrt``
+#: (``t = sqrt(2 (|z| + |a|))``, then ``t / 2`` and ``b / t``): 9, ``rsqrt`` its reciprocal (15); ``sigmoid``
+#: ``1 / (1 + exp(-z))``: 24. aten's backward kernels of ``tanh`` and ``sigmoid`` compute ``g * conj(1 - y y)`` and
+#: ``g * conj((1 - y) y)`` (BinaryOpsKernel): two products, a difference and a conjugation, 15.
+_COMPLEX_FUNCTIONS: dict[str, float] = {
+    **dict.fromkeys(["exp", "exp_"], 14.0),
+    **dict.fromkeys(["log", "log_"], 12.0),
+    **dict.fromkeys(["log2", "log10"], 14.0),
+    **dict.fromkeys(["sin", "cos", "sinh", "cosh"], 18.0),
+    **dict.fromkeys(["tan", "tanh", "tanh_"], 21.0),
+    **dict.fromkeys(["sqrt", "sqrt_"], 9.0),
+    **dict.fromkeys(["rsqrt", "rsqrt_"], 15.0),
+    **dict.fromkeys(["sigmoid", "sigmoid_"], 24.0),
+    **dict.fromkeys(["tanh_backward", "sigmoid_backward"], 15.0),
+    "pow": 32.0,  # exp(w log z): a log, a complex product, an exp; see :func:`_complex_pow` for aten's special cases
+}
+
+#: Complex ``pow(z, w)`` by a scalar exponent that aten's ``pow_tensor_scalar_kernel`` (PowKernel) does not run as
+#: ``std::pow`` (``exp(w log z)``, 32 FLOP by :data:`_COMPLEX_FUNCTIONS`): ``0.5`` is ``sqrt``, ``-0.5`` ``rsqrt``,
+#: ``-1`` ``reciprocal``, ``2`` ``z * z``, ``3`` ``z * z * z``, ``-2`` ``1 / (z * z)``; FLOP per element.
+_COMPLEX_POW_SPECIAL: dict[float, float] = {0.5: 9.0, -0.5: 15.0, -1.0: 6.0, 2.0: 6.0, 3.0: 12.0, -2.0: 12.0}
+
 #: FLOP per element of the common elementwise arithmetic on complex values, by LAPACK's convention for complex
 #: operation counts (LAWN 41, Blackford and Dongarra, *Installation Guide for LAPACK*: a complex multiply is 6 real
 #: FLOP, 4 multiplies and 2 adds; a complex add 2): a sum, difference or negation 2 (each part); a product 6; a
@@ -107,6 +136,7 @@ _COMPLEX_ELEMENTWISE: dict[str, float] = {
     **dict.fromkeys(["div", "div_"], 11.0),
     **dict.fromkeys(["reciprocal", "sgn"], 6.0),
     **dict.fromkeys(["abs", "abs_"], 4.0),
+    **_COMPLEX_FUNCTIONS,
 }
 #: Reductions that add complex values, per input element: a complex add (2 FLOP, :data:`_COMPLEX_ELEMENTWISE`).
 _COMPLEX_SUMS = frozenset({"sum", "mean", "cumsum"})
@@ -212,6 +242,20 @@ def _product_counts(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, in
     if name == "addr":  # input + the outer product of two vectors [M] and [N]: a multiply and an add per element
         return _numel(args[1]) * _numel(args[2]), 0
     return None
+
+
+def _complex_pow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+    """FLOP per element of a complex ``pow(self, exponent)``: :data:`_COMPLEX_POW_SPECIAL`'s, or ``std::pow``'s 32.
+
+    A tensor exponent (or a tensor raised by a scalar base, ``pow.Scalar``) runs ``std::pow`` element by element.
+    """
+    exponent = args[1] if len(args) > 1 else kwargs.get("exponent")
+    if isinstance(args[0], torch.Tensor) and isinstance(exponent, (int, float, complex)) and not isinstance(
+            exponent, bool):
+        value = complex(exponent)
+        if value.imag == 0 and value.real in _COMPLEX_POW_SPECIAL:
+            return _COMPLEX_POW_SPECIAL[value.real]
+    return _COMPLEX_FUNCTIONS["pow"]
 
 
 def _flag_on(x: Any) -> bool:
@@ -769,6 +813,8 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
     if (name in _COMPLEX_ELEMENTWISE or name in _COMPLEX_SUMS) and _is_complex(args, kwargs, outputs):
         if name in _COMPLEX_SUMS:
             return 2.0 * _numel(args[0])
+        if name == "pow":
+            return _complex_pow(args, kwargs) * out_numel
         return _COMPLEX_ELEMENTWISE[name] * out_numel
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name] * out_numel

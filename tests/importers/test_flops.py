@@ -719,3 +719,20 @@ def test_affine_grid_counts_its_bmm_and_addcmul_addcdiv_their_three_flop():
     x = torch.zeros(4, 5)
     for name in ("addcmul", "addcmul_", "addcdiv", "addcdiv_"):
         assert op_flops(name, (x, x, x), {"value": 0.5}, [x]) == 3 * 20, name
+
+
+def test_complex_elementary_functions_count_their_real_and_imaginary_parts():
+    """exp, log, sin, cos, tanh, sqrt, pow of a complex z = a + i b were counted as real ones (4 FLOP an element,
+    sqrt and pow 1). They count the real functions and arithmetic of their parts at the convention's rates: exp
+    e^a (cos b + i sin b) 14, log log|z| + i atan2(b, a) 12, sin and cos 18, tanh 21, sqrt 9; pow as aten runs it
+    (exp(w log z), 32, but z * z for 2, sqrt for 0.5, ...). Real tensors keep their counts."""
+    z, r = torch.zeros(4, 5, dtype=torch.complex64), torch.zeros(4, 5)
+    for name, per, real in (("exp", 14, 4), ("log", 12, 4), ("sin", 18, 4), ("cos", 18, 4), ("tanh", 21, 4),
+                            ("sqrt", 9, 1), ("rsqrt", 15, 1), ("sigmoid", 24, 4), ("exp_", 14, 4)):
+        assert op_flops(name, (z,), {}, [z]) == per * 20, name
+        assert op_flops(name, (r,), {}, [r]) == real * 20, name
+    assert op_flops("tanh_backward", (z, z), {}, [z]) == 15 * 20  # g * conj(1 - y y)
+    assert op_flops("pow", (z, 1.7), {}, [z]) == op_flops("pow", (z, z), {}, [z]) == 32 * 20
+    assert op_flops("pow", (z, 2), {}, [z]) == op_flops("mul", (z, z), {}, [z]) == 6 * 20
+    assert op_flops("pow", (z, 0.5), {}, [z]) == op_flops("sqrt", (z,), {}, [z])
+    assert op_flops("pow", (r, 1.7), {}, [r]) == 20
