@@ -38,7 +38,9 @@ FREE_OPS = frozenset({
     "expand_copy", "permute_copy", "t_copy", "transpose_copy", "sort", "topk", "argmax", "argmin",
     "max_pool2d_with_indices_backward_indices", "transpose_", "t_", "squeeze_", "unsqueeze_", "as_strided_",
     "tril", "triu", "tril_", "triu_",  # masks (causal attention): a copy that zeroes a triangle, as ONNX's Trilu
-    "_conj",  # flips a complex tensor's conjugate bit; the conjugation happens inside the op that reads it
+    # flip a tensor's conjugate (or negative) bit; the conjugation happens inside the op that reads it, or in a copy
+    # that materialises it (:func:`_copy_flops`)
+    "_conj", "_neg_view",
     # rearrangements of elements (ONNX's DepthToSpace, SpaceToDepth), padding by reflection or replication,
     # unfolding into patches, overwriting scatters: data movement
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "reflection_pad1d",
@@ -242,6 +244,35 @@ def _product_counts(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, in
     if name == "addr":  # input + the outer product of two vectors [M] and [N]: a multiply and an add per element
         return _numel(args[1]) * _numel(args[2]), 0
     return None
+
+
+#: Copies that materialise a lazy conjugation or negation of their source (``z.conj().clone()``, ``resolve_conj``,
+#: ``x.to(...)`` of a conjugate view), and the position of the tensor they copy.
+_COPIES: dict[str, int] = {
+    **dict.fromkeys(["clone", "_to_copy", "contiguous", "resolve_conj", "resolve_neg", "lift_fresh_copy"], 0),
+    **dict.fromkeys(["copy", "copy_"], 1),
+}
+#: Physical conjugations (``torch.conj_physical``): a copy that negates every imaginary part.
+_CONJ_PHYSICAL = frozenset({"_conj_physical", "conj_physical", "conj_physical_"})
+
+
+def _copy_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """FLOP of a copy (:data:`_COPIES`, :data:`_CONJ_PHYSICAL`): the negations it makes, else nothing (data movement).
+
+    A conjugate view (``_conj``) or a negative one (``_neg_view``) only sets a bit; a copy into a tensor without it
+    negates: a conjugation 1 FLOP per complex element (its imaginary part, as :data:`_COMPLEX_ELEMENTWISE` counts a
+    part), a negation 1 per real element and 2 per complex one (as ``neg``). ``conj_physical`` conjugates whatever it
+    reads (a real tensor: a copy).
+    """
+    at = _COPIES.get(name, 0)
+    source = args[at] if len(args) > at else kwargs.get("src")
+    out = outputs[0] if outputs else None
+    if not isinstance(source, torch.Tensor) or not isinstance(out, torch.Tensor):
+        return 0.0
+    conjugated = source.is_conj() != out.is_conj() or name in _CONJ_PHYSICAL
+    negated = source.is_neg() != out.is_neg()
+    per = float(conjugated and out.is_complex()) + (2.0 if out.is_complex() else 1.0) * negated
+    return per * _numel(out)
 
 
 def _complex_pow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
@@ -810,6 +841,8 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         observe, quantize = (_flag_on(args[k] if len(args) > k else kwargs.get(key))
                              for k, key in ((1, "observer_on"), (2, "fake_quant_on")))
         return (2.0 * observe + 4.0 * quantize) * _numel(args[0])
+    if name in _COPIES or name in _CONJ_PHYSICAL:
+        return _copy_flops(name, args, kwargs, outputs)
     if (name in _COMPLEX_ELEMENTWISE or name in _COMPLEX_SUMS) and _is_complex(args, kwargs, outputs):
         if name in _COMPLEX_SUMS:
             return 2.0 * _numel(args[0])

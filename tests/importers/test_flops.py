@@ -736,3 +736,36 @@ def test_complex_elementary_functions_count_their_real_and_imaginary_parts():
     assert op_flops("pow", (z, 2), {}, [z]) == op_flops("mul", (z, z), {}, [z]) == 6 * 20
     assert op_flops("pow", (z, 0.5), {}, [z]) == op_flops("sqrt", (z,), {}, [z])
     assert op_flops("pow", (r, 1.7), {}, [r]) == 20
+
+
+def test_a_copy_that_materialises_a_conjugate_or_negative_view_counts_its_negations():
+    """z.conj() and x._neg_view() only set a bit; the copy that resolves it (clone, resolve_conj, copy_, .to) negates
+    every imaginary part (1 FLOP a complex element) or every value (1 a real one, 2 a complex one, as neg), and was
+    counted free; _neg_view (z.conj().imag) had no rule. A plain copy stays free, conj_physical conjugates."""
+    import warnings
+
+    from gnplace.importers.torch import import_step
+
+    z, r = torch.zeros(4, 5, dtype=torch.complex64), torch.zeros(4, 5)
+    assert op_flops("clone", (z.conj(),), {}, [z]) == op_flops("copy_", (z, z.conj()), {}, [z]) == 20
+    assert op_flops("_to_copy", (z.conj(),), {"dtype": torch.complex128}, [z.to(torch.complex128)]) == 20
+    assert op_flops("clone", (torch._neg_view(r),), {}, [r]) == 20
+    assert op_flops("clone", (torch._neg_view(z),), {}, [z]) == 2 * 20
+    assert op_flops("clone", (z,), {}, [z]) == op_flops("clone", (r,), {}, [r]) == op_flops("copy_", (r, r), {}, [r]) == 0
+    assert op_flops("_conj_physical", (z,), {}, [z]) == 20 and op_flops("_conj_physical", (r,), {}, [r]) == 0
+    assert op_flops("_neg_view", (r,), {}, [torch._neg_view(r)]) == 0
+
+    class Conjugate(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(4, dtype=torch.complex64))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            z = x * self.w
+            return (z.conj().clone().abs() + z.conj().imag.clone()).sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 'FLOP rules do not know 1 op types: _neg_view'
+        g = import_step(Conjugate(), (torch.ones(3, 4, dtype=torch.complex64),)).graph
+    clones = [g.flops[i] for i, name in enumerate(g.node_names) if name.startswith("root/clone")]
+    assert sorted(clones) == [12.0, 12.0]
