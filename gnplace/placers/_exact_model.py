@@ -57,7 +57,7 @@ class Outcome:
     """What one solve found."""
 
     status: str  # "optimal", "feasible", "infeasible" or "unknown"
-    solutions: list[np.ndarray]  # group placements [num_groups] of each improving solution, the best last
+    solutions: list[np.ndarray]  # group placements [num_groups] of the solution pool, distinct, the final one last
     objective: float | None  # ticks
     bound: float  # ticks
     gap: float | None
@@ -115,7 +115,8 @@ def solve(
         random_seed (int): the solver's seed.
 
     Returns:
-        Outcome: status, every improving solution (the final one last), objective and bound in ticks.
+        Outcome: status, the distinct group placements of CP-SAT's final solution and solution pool (the final one
+        last, :func:`_pool_placements`), objective and bound in ticks.
     """
     if graph.num_ops == 0:
         return Outcome("optimal", [np.zeros(0, dtype=np.int64)], 0.0, 0.0, 0.0)
@@ -335,15 +336,11 @@ def _solve(
     solver.parameters.random_seed = random_seed
     solver.parameters.ignore_subsolvers.extend(IGNORED_SUBSOLVERS)
     solver.parameters.interleave_batch_size = workers  # one task per worker a batch (CP-SAT's default: 6 tasks)
-    solutions: list[np.ndarray] = []
-
-    class Collect(cp_model.CpSolverSolutionCallback):  # type: ignore[misc]
-        def on_solution_callback(self) -> None:
-            lits = [[self.boolean_value(x[g][k]) for k in devices] for g in range(graph.num_groups)]
-            solutions.append(np.array(lits, dtype=bool).argmax(axis=1).astype(np.int64))
-
+    # the solutions come from CP-SAT's pool, synchronized between batches, not from a solution callback (see
+    # _pool_placements): only the response's fields are read, and the search is the same with it filled
+    solver.parameters.fill_additional_solutions_in_response = True
     began = time.perf_counter()
-    status = _solve_interruptibly(solver, model, Collect())
+    status = _solve_interruptibly(solver, model)
     spent, wall = float(solver.response_proto.deterministic_time), time.perf_counter() - began
     # a proof ends the search whenever it comes; otherwise the net ended it if its time came. Timed around the call,
     # not by CP-SAT's wall_time, which starts after the net's clock (0.046 s reported for a net of 0.05 s); where both
@@ -357,16 +354,42 @@ def _solve(
         return Outcome("unknown", [], None, float(solver.best_objective_bound), None, spent, wall, cut)
     objective = float(solver.objective_value)
     bound = float(solver.best_objective_bound)
-    chosen = np.array([[solver.boolean_value(x[g][k]) for k in devices] for g in range(graph.num_groups)], dtype=bool)
-    solutions.append(chosen.argmax(axis=1).astype(np.int64))  # the final one, last
+    solutions = _pool_placements(solver.response_proto, [[lit.index for lit in lits] for lits in x])
     gap = (objective - bound) / objective if objective > 0 else 0.0
     status_name = "optimal" if status == cp_model.OPTIMAL else "feasible"
     return Outcome(status_name, solutions, objective, bound, gap, spent, wall, cut)
 
 
 
-def _solve_interruptibly(solver: Any, model: Any, callback: Any) -> Any:
-    """``solver.solve(model, callback)``, ended by Ctrl-C with a ``KeyboardInterrupt``; returns the status.
+def _pool_placements(response: Any, literals: list[list[int]]) -> list[np.ndarray]:
+    """The group placements of CP-SAT's final solution and of the other solutions of its pool, distinct, the final last.
+
+    Not the solutions a solution callback is handed: the interleaved search runs a batch's tasks in parallel threads,
+    and a solution is reported only if it is strictly better than every solution reported before it, so which of two
+    tasks' solutions are reported depends on the threads' timing, that is on the machine's load (nmt_004@12 on k80x4
+    handed the callback 47 or 50 solutions at the same deterministic time and final solution, and the descent from them
+    returned 46.3206 or 46.3149 ms). The pool (``solution_pool_size`` best, CP-SAT's default 3) and the final
+    solution are read from CP-SAT's solution repository, which keeps every solution found, sorted by objective and
+    then by values at each synchronization between batches: the same whatever the timing.
+
+    Args:
+        response (CpSolverResponse): the solve's response, with ``additional_solutions`` filled.
+        literals (list[list[int]]): the model's index of the literal "group g on device k", ``[num_groups][D]``.
+
+    Returns:
+        list[np.ndarray]: int64 group placements ``[num_groups]``, the pool's worst first, the final solution last.
+    """
+    index = np.asarray(literals, dtype=np.int64)
+    found: list[np.ndarray] = []
+    for values in [response.solution, *(other.values for other in response.additional_solutions)]:
+        placement = np.asarray(values, dtype=np.int64)[index].argmax(axis=1)
+        if not any(np.array_equal(placement, seen) for seen in found):
+            found.append(placement)
+    return found[::-1]
+
+
+def _solve_interruptibly(solver: Any, model: Any) -> Any:
+    """``solver.solve(model)``, ended by Ctrl-C with a ``KeyboardInterrupt``; returns the status.
 
     CP-SAT's own SIGINT handler (``catch_sigint_signal``, on by default) stopped the search and returned
     its best so far as if the time limit had come: ``gnplace place -p exact`` with one solver worker (a
@@ -380,14 +403,14 @@ def _solve_interruptibly(solver: Any, model: Any, callback: Any) -> Any:
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        return solver.solve(model, callback)
+        return solver.solve(model)
     solver.parameters.catch_sigint_signal = False
     done: list[Any] = []
     finished = threading.Event()
 
     def run() -> None:
         try:
-            done.append(solver.solve(model, callback))
+            done.append(solver.solve(model))
         except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread
             done.append(err)
         finally:

@@ -26,16 +26,23 @@ The solver picks the best *order* of ops on each device; the simulator (like Ten
 PyTorch) runs ready ops first come, first served, so the simulated step time of the solver's
 placement can exceed its makespan. Pesto enforces its order with control edges; gnplace returns a
 placement only, so by default (``select="simulator"``) it returns the placement that simulates fastest
-of a descent from each of the solver's improving solutions and the ``single``/``round_robin``
-baselines, moving one colocation group at a time while a move is faster by the timer (fits first;
-when none fits the timer's memory, which the model's count in its own schedule can miss, it is
-repaired). On 80 random graphs of 5-7 ops on 2-3 devices that is the brute-force optimum of the
-simulator in all 80; the solver's solutions and the baselines alone were up to 1.26 times it on 4.
-Where the solver proves no optimum (its time limit, often on memory-tight graphs), the descent goes on
-from where each start's stopped with two groups moved at once and the groups of two devices exchanged:
-at ``time_limit=0.2`` single moves stopped at 1.007-1.469 times the brute-force optimum on 5 of 40
-memory-tight graphs of 10-12 ops on 2-4 devices whose ops run 100 times slower off their home device (27
-of the 40 not proved optimal), and the wider descent reaches the optimum on all 40.
+of a descent from each of the solver's solutions (its final one and the others of its pool of best
+solutions) and the ``single``/``round_robin`` baselines, moving one colocation group at a time while a
+move is faster by the timer (fits first; when none fits the timer's memory, which the model's count in
+its own schedule can miss, it is repaired). On 80 random graphs of 5-7 ops on 2-3 devices that is the
+brute-force optimum of the simulator in all 80; the solver's solutions and the baselines alone were up to
+1.26 times it on 4.
+The descent then goes on from where each start's stopped with two groups moved at once and the groups
+of two devices exchanged: where the solver proves no optimum (its time limit, often on memory-tight
+graphs), at ``time_limit=0.2`` single moves stopped at 1.007-1.469 times the brute-force optimum on 5 of
+40 memory-tight graphs of 10-12 ops on 2-4 devices whose ops run 100 times slower off their home device
+(27 of the 40 not proved optimal), and the wider descent reaches the optimum on all 40. The starts are
+not every improving solution CP-SAT reports as it searches: its parallel tasks report them as their
+threads run, so which are reported depends on the machine's load. Before revision 6 the descent started
+from those, and went wide only where no optimum was proved; from the final solution and the pool, single
+moves stopped at 1.005-1.010 times the older result on 2 of 70 graphs (54 layered graphs of 10-18 ops
+and ``bench.py exact``'s 16; ``ptb_002@12`` on ``k80x2``: 5.598 ms, not 5.540), and the wide descent
+returns the older result on all 70.
 """
 
 from __future__ import annotations
@@ -184,15 +191,15 @@ class ExactPlacer:
             ordered device pair; ignored (transfers stay delays) when the timer's cost model has
             Placeto's shared channel (default: :obj:`True`).
         select (str, optional): ``"simulator"`` returns the fastest by the timer of a descent
-            (single-group moves) from each of the solver's solutions and the baselines, and ``auto``'s placement
-            where the solver found none, going on with two-group moves and exchanges of two devices' groups where
-            it proved no optimum (fits first;
-            if none fits, that one repaired by :func:`~gnplace.placers.groups.repair_placement` where
+            (single-group moves) from each of the solver's solutions (its final one and its pool's, the same whatever
+            the load) and the baselines, and ``auto``'s placement
+            where the solver found none, going on with two-group moves and exchanges of two devices' groups (fits
+            first; if none fits, that one repaired by :func:`~gnplace.placers.groups.repair_placement` where
             the repair fits); ``"model"`` returns the solver's final solution (default: ``"simulator"``).
         time_unit (float, optional): seconds per tick of the integer model; ``None`` picks the
             power of ten that puts a serial schedule near 10^7 ticks (default: ``None``).
         num_workers (int, optional): solver threads, interleaved deterministically, so the same
-            inputs and ``seed`` give the same placement (default: 2).
+            inputs and ``seed`` give the same placement whatever the machine's load (default: 2).
         timer (StepTimer, optional): times the baselines, the solver's solutions and the result; op
             and transfer times of the model come from its cost model (default: ``Simulator()``).
 
@@ -214,8 +221,13 @@ class ExactPlacer:
     #: placement too. 4 (2026-12-06): where CP-SAT proves no optimum, the descent goes on with two groups moved at once
     #: and two devices' groups exchanged (never slower: it only adds placements timed). 5 (2026-12-06): CP-SAT's
     #: wall-clock net is 1000 x ``time_limit`` + 60 s, not 10 x + 30 (a loaded machine reached that first, and the
-    #: result depended on the load), and ``last_wall_net`` says when it ended the search.
-    revision = "5"
+    #: result depended on the load), and ``last_wall_net`` says when it ended the search. 6 (2026-12-06): the descent
+    #: starts from CP-SAT's final solution and the other placements of its solution pool, not from every improving
+    #: solution its callback was handed: two tasks of a batch report solutions as their threads run, so which were
+    #: reported, and the placement returned, depended on the load (nmt_004@12 on k80x4: 47 or 50 solutions, 46.3206 or
+    #: 46.3149 ms); the descent goes on with two groups moved at once and exchanges whether or not CP-SAT proved an
+    #: optimum (single moves from those starts stopped at 5.598 ms on ptb_002@12 on k80x2, not the 5.540 of before).
+    revision = "6"
 
     def __init__(
         self,
@@ -355,7 +367,7 @@ class ExactPlacer:
                 heuristic = self._auto(graph, cluster, seed) if heuristic is None else heuristic
                 if not heuristic.splits_groups(graph):
                     starts.append(heuristic.group_devices(graph))
-            placement = _descend(graph, cluster, np.stack(starts), self.timer, wide=outcome.status != "optimal")
+            placement = _descend(graph, cluster, np.stack(starts), self.timer, wide=True)
         result = self.timer.time(graph, cluster, placement)
         if result.is_oom and self.select == "simulator":
             # the model's memory count (its own schedule) admitted a placement the timer's overflows, and no
@@ -430,11 +442,11 @@ def _descend(
     device and takes the best while it is strictly better (fits first, then step seconds), until no move
     helps, a placement already descended from is reached, or :data:`MOST_DESCENT_OP_PLACEMENTS` are spent.
     With ``wide``, the end of each start's descent (best first) then descends on with :func:`_wide_moves` too
-    (two groups moved at once, two devices' groups exchanged), within the same budget: after a solve that
-    proved no optimum, single moves stopped at up to 1.47 times the brute-force optimum on memory-tight graphs,
-    where a group can often move only once another has made room. It only adds placements timed, so it never returns a
-    slower placement than without it. Among equals the earlier wins: ``starts[0]`` unless something is strictly
-    better.
+    (two groups moved at once, two devices' groups exchanged), within the same budget (:class:`ExactPlacer` always
+    asks for it): after a solve that proved no optimum, single moves stopped at up to 1.47 times the brute-force
+    optimum on memory-tight graphs, where a group can often move only once another has made room. It only adds
+    placements timed, so it never returns a slower placement than without it. Among equals the earlier wins:
+    ``starts[0]`` unless something is strictly better.
     """
     d, g = cluster.num_devices, graph.num_groups
     scorer = BudgetedTimer(timer, budget=max(MOST_DESCENT_OP_PLACEMENTS // max(graph.num_ops, 1), len(starts)))

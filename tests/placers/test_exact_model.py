@@ -56,7 +56,7 @@ def test_fork_runs_its_branches_in_parallel(link_contention):
     assert left != right and sink in (left, right) and src != sink
 
 
-def test_every_improving_solution_is_a_group_placement():
+def test_every_solution_is_a_group_placement():
     g, c = fork_graph(), load_cluster("k80x4")
     out = run(g, c, np.full((4, 4), 10), uniform_delay(g, 4, 1))
     assert out.solutions
@@ -185,8 +185,7 @@ def test_a_solve_in_a_fresh_interpreter_is_the_forked_solve(case, monkeypatch):
     apart = run(g, c, dur, delay, **options)
     assert (apart.status, apart.objective, apart.bound, apart.gap) == (forked.status, forked.objective, forked.bound,
                                                                        forked.gap)
-    # (the improving solutions before the last are as many as the threads' timing reports, forked or not)
-    assert apart.solutions[-1].tolist() == forked.solutions[-1].tolist()
+    assert [s.tolist() for s in apart.solutions] == [s.tolist() for s in forked.solutions]
 
 
 def tight_fork(memory: float) -> tuple[OpGraph, Cluster]:
@@ -284,6 +283,36 @@ def test_the_interleaved_search_runs_without_the_subsolvers_that_outran_the_wall
     assert parameters.interleave_batch_size == 2  # one task per worker a batch
     # stopped by its deterministic limit with a solution, not by the wall-clock net (which stops it short of that)
     assert placer.last_status == "feasible" and response.deterministic_time >= 0.2
+
+
+def mute_every_other_report(monkeypatch) -> None:
+    """CP-SAT's solution callbacks see every other improving solution, as on a loaded machine they can see fewer.
+
+    Two tasks of one batch of the interleaved search report their solutions as the threads run: one not strictly
+    better than a solution reported before it is not reported, so the count depends on the threads' timing (nmt_004@12
+    on k80x4 handed the callback 47 or 50 solutions, at the same deterministic time and final solution).
+    """
+    import itertools
+
+    from ortools.sat.python import cp_model
+
+    real = cp_model.CpSolverSolutionCallback.OnSolutionCallback
+    reports = itertools.count()
+    monkeypatch.setattr(cp_model.CpSolverSolutionCallback, "OnSolutionCallback",
+                        lambda self: None if next(reports) % 2 else real(self))
+
+
+def test_the_solutions_do_not_depend_on_which_improving_solutions_were_reported(monkeypatch):
+    from gnplace.toy import layered_graph
+
+    g, c = layered_graph(12, width=3, seed=5), load_cluster("k80x4")
+    dur, delay = np.full((12, 4), 50), uniform_delay(g, 4, 20)
+    options = dict(link_contention=True, time_limit=1.0, num_workers=2, random_seed=3)
+    reported = run(g, c, dur, delay, **options)
+    mute_every_other_report(monkeypatch)
+    fewer = run(g, c, dur, delay, **options)
+    assert (fewer.status, fewer.objective) == (reported.status, reported.objective)
+    assert [s.tolist() for s in fewer.solutions] == [s.tolist() for s in reported.solutions]
 
 
 def test_the_wall_clock_net_leaves_room_for_the_slowest_unit_measured():
