@@ -405,7 +405,7 @@ def test_report_keys_of_today_stand(load_script, monkeypatch, revisions_of_befor
     against = "|against expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
     assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64{against}"
     assert report.placeto_zero_shot_key(graph, "k80x4", 400) == f"ptb_002|k80x4|placeto_zs@1|400{against}"
-    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}|against exact@5,expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
+    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}|against exact@6,expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
     revisions_of_before()  # as before 2026-11-30
     monkeypatch.setattr(ExactPlacer, "revision", "")
     monkeypatch.setattr(PlacetoPlacer, "revision", "")
