@@ -469,17 +469,19 @@ def record_training_step(
     paths = {id(m): name for name, m in module.named_modules()}
 
     boundaries: list[list[Any]] = []  # per open call: autograd nodes of its inputs (made before it)
+    opened: list[int] = []  # per open call: how many calls had opened before it (its place in call order)
 
     def pre_hook(mod: torch.nn.Module, args: Any, kwargs: Any) -> None:
         path = paths.get(id(mod), type(mod).__name__)
         calls[path] = calls.get(path, -1) + 1
+        opened.append(sum(calls.values()) + len(calls))  # the calls so far, this one included
         call_stack.append((path, calls[path]))
         flat, _ = tree_flatten((args, kwargs))
         boundaries.append([t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None])
 
     def post_hook(mod: torch.nn.Module, _args: Any, output: Any) -> None:
         tag = call_stack.pop()
-        _tag_autograd_nodes(output, tag, stop=boundaries.pop())
+        _tag_autograd_nodes(output, tag, stop=boundaries.pop(), opened=opened.pop())
 
     scripted = next((name for name, m in module.named_modules() if isinstance(m, torch.jit.ScriptModule)), None)
     if scripted is not None:  # its forward runs in TorchScript: no hooks, no parameters to swap for fake ones
@@ -959,20 +961,31 @@ def _node_metadata(node: Any) -> dict[str, Any]:
     return metadata
 
 
-def _tag_autograd_nodes(output: Any, tag: CallKey, stop: Sequence[Any] = ()) -> None:
+def _tag_autograd_nodes(output: Any, tag: CallKey, stop: Sequence[Any] = (), opened: int | None = None) -> None:
     """Tag every untagged autograd node reachable from ``output`` with the module call ``tag``.
 
     The walk does not enter the nodes in ``stop`` (those of the call's inputs): they, and what made
-    them, ran before the call, in its parent.
+    them, ran before the call, in its parent. It goes on through the nodes of calls nested in this one
+    (tagged already, with an ``opened`` place after this call's), to the call's own ops that only they
+    read (``b(tanh(a(x)))``: the tanh's backward is this call's, between ``b``'s and ``a``'s nodes);
+    it stops at nodes of calls before it. Without ``opened`` (the loss) it stops at every tagged node.
     """
     boundary = {id(node) for node in stop}
+    seen: set[int] = set()
     flat, _ = tree_flatten(output)
     todo = [t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while todo:
         node = todo.pop()
-        if node is None or id(node) in boundary or "gnplace_call" in _node_metadata(node):
+        if node is None or id(node) in boundary or id(node) in seen:
             continue
-        _node_metadata(node)["gnplace_call"] = tag
+        seen.add(id(node))
+        metadata = _node_metadata(node)
+        if "gnplace_call" in metadata:
+            if opened is None or metadata["gnplace_opened"] <= opened:
+                continue  # a call before this one (or this one's own input), not nested in it
+        else:
+            metadata["gnplace_call"] = tag
+            metadata["gnplace_opened"] = -1 if opened is None else opened
         todo.extend(f for f, _ in node.next_functions if f is not None)
 
 
