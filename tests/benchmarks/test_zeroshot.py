@@ -30,10 +30,10 @@ def test_zeroshot_row_places_policy_and_auto_under_its_seed(load_script):
     """``--seed`` reaches both placements, is recorded, and repeats; the policy is never slower than auto."""
     bench = load_script("benchmarks.zeroshot")
     path = str(ROOT / "datasets" / "ptb" / "ptb_029.gnpg")  # auto's metis partition differs under seeds 0 and 1
-    rows = [bench._zero_shot_row((path, "cpu_gpu", None, 4, "test", {}, seed)) for seed in (0, 1, 1)]
+    rows = [bench._zero_shot_row((path, "tight4", None, 4, "test", {}, seed)) for seed in (0, 1, 1)]
     assert [r["seed"] for r in rows] == [0, 1, 1]
     assert rows[1] == {**rows[2], "place_s": rows[1]["place_s"], "plain_s": rows[1]["plain_s"]}  # same seed, same row
-    assert rows[0]["auto_ms"] < rows[1]["auto_ms"]  # auto under each row's own seed
+    assert rows[0]["auto_ms"] != rows[1]["auto_ms"]  # auto under each row's own seed (2.595 and 2.546 ms)
     assert all(0 < r["policy"] <= 1.0 for r in rows)  # auto's placement for that seed is among the policy's candidates
 
 
