@@ -14,6 +14,7 @@ the tests check it reproduces eager gradients.
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -468,20 +469,22 @@ def record_training_step(
     calls: dict[str, int] = {}
     paths = {id(m): name for name, m in module.named_modules()}
 
-    boundaries: list[list[Any]] = []  # per open call: autograd nodes of its inputs (made before it)
-    opened: list[int] = []  # per open call: how many calls had opened before it (its place in call order)
+    log = _CallLog()  # which call was innermost when each autograd node was made
+    starts: list[tuple[int, int]] = []  # per open call: where its marks start in the log, its place in call order
 
     def pre_hook(mod: torch.nn.Module, args: Any, kwargs: Any) -> None:
         path = paths.get(id(mod), type(mod).__name__)
         calls[path] = calls.get(path, -1) + 1
-        opened.append(sum(calls.values()) + len(calls))  # the calls so far, this one included
+        place = sum(calls.values()) + len(calls)  # the calls so far, this one included
         call_stack.append((path, calls[path]))
-        flat, _ = tree_flatten((args, kwargs))
-        boundaries.append([t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None])
+        starts.append((len(log.marks), place))
+        log.mark(call_stack[-1], place)
 
     def post_hook(mod: torch.nn.Module, _args: Any, output: Any) -> None:
-        tag = call_stack.pop()
-        _tag_autograd_nodes(output, tag, stop=boundaries.pop(), opened=opened.pop())
+        call_stack.pop()
+        since, place = starts.pop()
+        _tag_autograd_nodes(output, log, since, place)
+        log.mark(call_stack[-1], starts[-1][1] if starts else 0)
 
     scripted = next((name for name, m in module.named_modules() if isinstance(m, torch.jit.ScriptModule)), None)
     if scripted is not None:  # its forward runs in TorchScript: no hooks, no parameters to swap for fake ones
@@ -554,7 +557,7 @@ def record_training_step(
                            if not value.is_floating_point() else "it depends on no trainable parameter and no input "
                            "that requires grad (detached, or computed by comparisons or integer ops)")
                     raise UnsupportedGraph(f"the loss of {type(module).__name__} has no gradient: {why}")
-                _tag_autograd_nodes(value, ("", 0))
+                _tag_autograd_nodes(value, log, 0, 0, start=0)  # the loss, and what no call's output reached
                 stage[0] = "backward"
                 with without_autocast():  # as eager's loss.backward() outside the autocast region, as PyTorch advises
                     grads = _gradients(value, [*[fake_params[k] for k in wanted],
@@ -961,31 +964,62 @@ def _node_metadata(node: Any) -> dict[str, Any]:
     return metadata
 
 
-def _tag_autograd_nodes(output: Any, tag: CallKey, stop: Sequence[Any] = (), opened: int | None = None) -> None:
-    """Tag every untagged autograd node reachable from ``output`` with the module call ``tag``.
+#: The number the next autograd node made in this thread gets (each node keeps its own: ``Node._sequence_nr()``).
+_SEQUENCE: Callable[[], int] = torch._C._autograd._get_sequence_nr
 
-    The walk does not enter the nodes in ``stop`` (those of the call's inputs): they, and what made
-    them, ran before the call, in its parent. It goes on through the nodes of calls nested in this one
-    (tagged already, with an ``opened`` place after this call's), to the call's own ops that only they
-    read (``b(tanh(a(x)))``: the tanh's backward is this call's, between ``b``'s and ``a``'s nodes);
-    it stops at nodes of calls before it. Without ``opened`` (the loss) it stops at every tagged node.
+
+@dataclass
+class _CallLog:
+    """Which module call was innermost when each autograd node of a recording was made.
+
+    Each call's start and end is marked with the thread's autograd sequence number then (:data:`_SEQUENCE`) and
+    the call innermost from there on (its key and its place in call order): a node made while a call was open
+    belongs to the innermost one, its output or not (a tensor inside an object that pytree does not open).
     """
-    boundary = {id(node) for node in stop}
+
+    marks: list[int] = field(default_factory=list)
+    owners: list[tuple[CallKey, int]] = field(default_factory=list)
+
+    def mark(self, call: CallKey, place: int) -> None:
+        """Note that ``call`` (opened ``place``-th) is the innermost from the next node made on."""
+        self.marks.append(_SEQUENCE())
+        self.owners.append((call, place))
+
+    def owner(self, number: int, since: int) -> tuple[CallKey, int]:
+        """The call innermost when the node numbered ``number`` was made, among the marks from ``since`` on."""
+        k = bisect.bisect_right(self.marks, number, lo=since) - 1
+        return self.owners[max(k, since)]
+
+
+def _tag_autograd_nodes(output: Any, log: _CallLog, since: int, opened: int, start: int | None = None) -> None:
+    """Tag the untagged autograd nodes reachable from ``output`` of the call whose marks start at ``since``.
+
+    The call was the ``opened``-th to open, at sequence number ``start`` (default: its first mark's). A node
+    made before it (a smaller number) is its parent's or an earlier call's: the walk stops there, whether the
+    call got it as an input or not (read from an attribute, inside an object). A node made in it is tagged with
+    the call innermost then (:meth:`_CallLog.owner`): this call's own ops, and those of a nested call that its
+    output did not reach. The walk goes on through the nodes of calls nested in this one (tagged already, with
+    an ``opened`` place after this call's), to the call's own ops that only they read (``b(tanh(a(x)))``: the
+    tanh's backward is this call's, between ``b``'s and ``a``'s nodes); it stops at nodes of calls before it.
+    """
+    start = log.marks[since] if start is None else start
     seen: set[int] = set()
     flat, _ = tree_flatten(output)
     todo = [t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while todo:
         node = todo.pop()
-        if node is None or id(node) in boundary or id(node) in seen:
+        if node is None or id(node) in seen:
             continue
         seen.add(id(node))
         metadata = _node_metadata(node)
         if "gnplace_call" in metadata:
-            if opened is None or metadata["gnplace_opened"] <= opened:
+            if metadata["gnplace_opened"] <= opened:
                 continue  # a call before this one (or this one's own input), not nested in it
         else:
-            metadata["gnplace_call"] = tag
-            metadata["gnplace_opened"] = -1 if opened is None else opened
+            number = node._sequence_nr()
+            if number < start:
+                continue  # made before the call: what it was given
+            metadata["gnplace_call"], metadata["gnplace_opened"] = log.owner(number, since)
         todo.extend(f for f, _ in node.next_functions if f is not None)
 
 

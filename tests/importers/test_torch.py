@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -89,6 +90,59 @@ def test_the_gradient_of_a_modules_own_op_between_two_children_is_that_modules()
         assert g.group[grad] == g.group[tanh]
     assert g.group[g.index("grad/0.a/mm")] == g.group[g.index("0.a/addmm")]  # the children keep theirs
     assert not [name for name in g.node_names if name.startswith("grad/root/")]
+
+
+
+@dataclasses.dataclass
+class _Held:
+    """A tensor in an object pytree does not open: a module's hooks see no tensor in it."""
+
+    y: torch.Tensor
+
+
+class _Scaled(nn.Module):
+    """``l(held.y) * self.scale``: its input inside an object, a tensor of its parent's read from an attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+        self.scale = torch.ones(4)
+
+    def forward(self, held: _Held) -> torch.Tensor:
+        return self.l(held.y) * self.scale
+
+
+class _Wrapped(nn.Module):
+    """Its sigmoid handed back inside an object."""
+
+    def forward(self, x: torch.Tensor) -> _Held:
+        return _Held(torch.sigmoid(x))
+
+
+class _Parent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.c, self.w = nn.Linear(4, 4), _Scaled(), _Wrapped()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        self.c.scale = torch.cos(h)
+        return self.w(self.c(_Held(torch.tanh(h)))).y.sum()
+
+
+def test_a_gradient_is_its_forward_ops_module_however_tensors_reach_a_call_and_leave_it():
+    """A call's nodes are those made while it was open. The walk from its output stopped at its inputs' nodes only,
+    so a tensor of its parent's read from an attribute (the cos) or given inside an object (the tanh, once the walk
+    went on through nested calls, ce9f23e) had its backward tagged the child's; and a sigmoid handed back inside an
+    object, which no walk from the child's output reached, the root's."""
+    torch.manual_seed(0)
+    g = from_module(_Parent(), (torch.randn(2, 4),))
+    for forward, backward in (("root/cos", "grad/root/sin"), ("root/tanh", "grad/root/tanh_backward"),
+                              ("c/mul", "grad/c/mul"), ("w/sigmoid", "grad/w/sigmoid_backward")):
+        assert g.module[g.index(backward)] == g.module[g.index(forward)], backward
+    grads = {name.split("/")[1] for name in g.node_names if name.startswith("grad/")}
+    assert grads == {"root", "a", "c", "c.l", "w"}
+    assert g.group[g.index("grad/c/mul")] == g.group[g.index("c/mul")]
 
 
 def test_complex_views_are_folded_into_their_producers():
