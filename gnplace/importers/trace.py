@@ -470,19 +470,21 @@ def record_training_step(
     paths = {id(m): name for name, m in module.named_modules()}
 
     log = _CallLog()  # which call was innermost when each autograd node was made
-    starts: list[tuple[int, int]] = []  # per open call: where its marks start in the log, its place in call order
+    starts: list[tuple[int, int, int]] = []  # per open call: where its marks start in the log, its place, its module
 
     def pre_hook(mod: torch.nn.Module, args: Any, kwargs: Any) -> None:
         path = paths.get(id(mod), type(mod).__name__)
         calls[path] = calls.get(path, -1) + 1
         place = sum(calls.values()) + len(calls)  # the calls so far, this one included
         call_stack.append((path, calls[path]))
-        starts.append((len(log.marks), place))
+        starts.append((len(log.marks), place, id(mod)))
         log.mark(call_stack[-1], place)
 
     def post_hook(mod: torch.nn.Module, _args: Any, output: Any) -> None:
+        if not starts or starts[-1][2] != id(mod):  # its pre-hook did not run (another pre-hook raised before it)
+            return
         call_stack.pop()
-        since, place = starts.pop()
+        since, place, _ = starts.pop()
         _tag_autograd_nodes(output, log, since, place)
         log.mark(call_stack[-1], starts[-1][1] if starts else 0)
 
@@ -497,7 +499,9 @@ def record_training_step(
     handles = []
     for mod in module.modules():
         handles.append(mod.register_forward_pre_hook(pre_hook, with_kwargs=True))
-        handles.append(mod.register_forward_hook(post_hook))
+        # run when the forward raises too: a non-reentrant checkpoint stops its recomputation so, once it has the
+        # tensors the backward needs, and the calls it was in must close
+        handles.append(mod.register_forward_hook(post_hook, always_call=True))
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     stage = ["forward"]  # what the step was running when it failed: "forward", "loss" or "backward"
     recorder = _Recorder(origin, keep, call_stack)

@@ -361,6 +361,29 @@ def test_replay_refuses_a_checkpointed_dropout_rather_than_give_another_masks_gr
         trace.replay()
 
 
+class _CheckpointedAverage(nn.Module):
+    """A non-reentrant checkpointed segment of two layers, then a buffer reassigned (a moving average)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.register_buffer("mean", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.utils.checkpoint.checkpoint(lambda y: self.b(torch.tanh(self.a(y))), x, use_reentrant=False)
+        self.mean = 0.9 * self.mean + 0.1 * h.detach().mean(0)
+        return h.square().sum()
+
+
+def test_a_checkpoint_stopping_its_recomputation_early_leaves_no_module_call_open():
+    """The non-reentrant checkpoint stops recomputing by raising once it has the tensors the backward needs: the calls
+    it was in never closed, and the buffer's update, after the backward, was ``b``'s (``("b", 1)``), not the model's."""
+    trace = record_training_step(_CheckpointedAverage(), (torch.randn(2, 4),))
+    update = trace.ops[-1]
+    assert update.name == "copy_" and not update.backward
+    assert update.call == ("", 0)
+
+
 @pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
 def test_a_step_recorded_under_no_grad_or_inference_mode_is_a_training_step_and_the_mode_is_kept(mode):
     """The caller's no_grad or inference_mode (an import from an evaluation loop) gave 'the loss has no gradient'."""
