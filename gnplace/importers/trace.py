@@ -201,6 +201,7 @@ class _Recorder(TorchDispatchMode):
         self.failed: str = ""
         self.failed_in: str = ""  # the autograd node whose backward ran the failed op ("" in the forward)
         self.memory: dict[int, int | None] = {}  # id of each tensor the step made -> its memory when last made
+        self.rerun_open = 0  # module calls open that the backward runs (a checkpoint's recomputation)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -216,9 +217,9 @@ class _Recorder(TorchDispatchMode):
         if func.namespace in _SKIP_NAMESPACES:
             return out
         node = torch._C._current_autograd_node()
-        if node is not None:
+        if node is not None and not self.rerun_open:
             call = _node_metadata(node).get("gnplace_call", ("", 0))
-        else:
+        else:  # the forward, or a module call that a checkpoint reruns in the backward: the call innermost
             call = self.call_stack[-1]
 
         def to_ref(x: Any) -> Any:
@@ -470,21 +471,26 @@ def record_training_step(
     paths = {id(m): name for name, m in module.named_modules()}
 
     log = _CallLog()  # which call was innermost when each autograd node was made
-    starts: list[tuple[int, int, int]] = []  # per open call: where its marks start in the log, its place, its module
+    # per open call: where its marks start in the log, its place in call order, its module, whether the backward runs it
+    starts: list[tuple[int, int, int, bool]] = []
+    recorder = _Recorder(origin, keep, call_stack)
 
     def pre_hook(mod: torch.nn.Module, args: Any, kwargs: Any) -> None:
         path = paths.get(id(mod), type(mod).__name__)
         calls[path] = calls.get(path, -1) + 1
         place = sum(calls.values()) + len(calls)  # the calls so far, this one included
         call_stack.append((path, calls[path]))
-        starts.append((len(log.marks), place, id(mod)))
+        rerun_call = torch._C._current_autograd_node() is not None  # a checkpoint recomputing its segment
+        recorder.rerun_open += rerun_call
+        starts.append((len(log.marks), place, id(mod), rerun_call))
         log.mark(call_stack[-1], place)
 
     def post_hook(mod: torch.nn.Module, _args: Any, output: Any) -> None:
         if not starts or starts[-1][2] != id(mod):  # its pre-hook did not run (another pre-hook raised before it)
             return
         call_stack.pop()
-        since, place, _ = starts.pop()
+        since, place, _, rerun_call = starts.pop()
+        recorder.rerun_open -= rerun_call
         _tag_autograd_nodes(output, log, since, place)
         log.mark(call_stack[-1], starts[-1][1] if starts else 0)
 
@@ -504,7 +510,6 @@ def record_training_step(
         handles.append(mod.register_forward_hook(post_hook, always_call=True))
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     stage = ["forward"]  # what the step was running when it failed: "forward", "loss" or "backward"
-    recorder = _Recorder(origin, keep, call_stack)
     try:
         with _RECORDING_SWITCHES, _training_grad_mode(), fake_mode, _CtcLossMean():
             fake_params = {}

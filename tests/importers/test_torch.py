@@ -145,6 +145,46 @@ def test_a_gradient_is_its_forward_ops_module_however_tensors_reach_a_call_and_l
     assert g.group[g.index("grad/c/mul")] == g.group[g.index("c/mul")]
 
 
+class _Block(nn.Module):
+    """``b(tanh(a(x)))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x)))
+
+
+class _Checkpointed(nn.Module):
+    """Two checkpointed segments, a block and a linear layer, then a buffer reassigned (a moving average)."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.a, self.b, self.reentrant = _Block(), nn.Linear(4, 4), reentrant
+        self.register_buffer("mean", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=self.reentrant)
+        h = torch.utils.checkpoint.checkpoint(self.b, h, use_reentrant=self.reentrant)
+        self.mean = 0.9 * self.mean + 0.1 * h.detach().mean(0)
+        return h.square().sum()
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_an_op_a_checkpoint_recomputes_is_the_module_that_reruns_it(reentrant: bool) -> None:
+    """A checkpointed segment's forward runs again in the backward: each op rerun is its module's, as in the forward.
+    They were the autograd node's that asked for them: ``a.b``'s (non-reentrant, whose first read is ``a.b``'s input)
+    or, reentrant, the checkpoint's own node, the model's (``grad/root/addmm``)."""
+    torch.manual_seed(0)
+    g = from_module(_Checkpointed(reentrant), (torch.randn(2, 4, requires_grad=True),))
+    assert g.module[g.index("grad/a.a/addmm")] == "a.a"
+    assert g.module[g.index("grad/a/tanh")] == "a"
+    assert g.phase[g.index("grad/a/tanh")] == BACKWARD
+    recomputed = {name for name in g.node_names if name.startswith("grad/root/")}
+    assert not {name for name in recomputed if name.split("/")[-1] in ("addmm", "tanh")}
+
+
 def test_complex_views_are_folded_into_their_producers():
     """view_as_complex and view_as_real re-describe memory: they were nodes of their own, at 1 FLOP an element."""
 
