@@ -6,7 +6,9 @@ Module pre/post-forward hooks keep a stack of module *calls*; each forward op is
 innermost call that ran it, and the post-forward hook tags every autograd node created inside the
 call (``Node.metadata``). During the backward pass ``torch._C._current_autograd_node()`` names the
 autograd node being run, so every gradient op inherits the call of its forward op: that is the
-colocation group (a module call, so that an RNN cell called at 35 time steps gives 35 groups).
+colocation group (a module call, so that an RNN cell called at 35 time steps gives 35 groups). A
+``torch.utils.checkpoint`` segment reruns its forward in the backward: those ops are the calls' that rerun them,
+each the forward call it recomputes (:class:`_Recomputation`).
 
 The record is executable: :meth:`TrainingTrace.replay` runs the recorded ops on real tensors, and
 the tests check it reproduces eager gradients.
@@ -474,15 +476,25 @@ def record_training_step(
     # per open call: where its marks start in the log, its place in call order, its module, whether the backward runs it
     starts: list[tuple[int, int, int, bool]] = []
     recorder = _Recorder(origin, keep, call_stack)
+    forward_calls: list[_ForwardCall] = []
+    rerun = _Recomputation(forward_calls, calls, recorder.ops)
+    opened = [0]  # how many calls have opened, forward and rerun
 
     def pre_hook(mod: torch.nn.Module, args: Any, kwargs: Any) -> None:
         path = paths.get(id(mod), type(mod).__name__)
-        calls[path] = calls.get(path, -1) + 1
-        place = sum(calls.values()) + len(calls)  # the calls so far, this one included
-        call_stack.append((path, calls[path]))
-        rerun_call = torch._C._current_autograd_node() is not None  # a checkpoint recomputing its segment
-        recorder.rerun_open += rerun_call
-        starts.append((len(log.marks), place, id(mod), rerun_call))
+        first = next((t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)), None)
+        first_input = origin.get(id(first)) if first is not None else None
+        node = torch._C._current_autograd_node()
+        if node is None:
+            calls[path] = calls.get(path, -1) + 1
+            call_stack.append((path, calls[path]))
+            forward_calls.append(_ForwardCall(call_stack[-1], _SEQUENCE(), first_input))
+        else:  # a checkpoint recomputing its segment: the forward call it reruns
+            call_stack.append(rerun.key(path, first_input, node))
+            recorder.rerun_open += 1
+        opened[0] += 1
+        place = opened[0]  # the calls so far, this one included
+        starts.append((len(log.marks), place, id(mod), node is not None))
         log.mark(call_stack[-1], place)
 
     def post_hook(mod: torch.nn.Module, _args: Any, output: Any) -> None:
@@ -998,6 +1010,74 @@ class _CallLog:
         """The call innermost when the node numbered ``number`` was made, among the marks from ``since`` on."""
         k = bisect.bisect_right(self.marks, number, lo=since) - 1
         return self.owners[max(k, since)]
+
+
+@dataclass(frozen=True)
+class _ForwardCall:
+    """A module call of the forward: its key, the sequence number when it opened, and its first tensor input."""
+
+    key: CallKey
+    opened: int
+    first_input: Ref | None
+
+
+#: The autograd node of a reentrant ``torch.utils.checkpoint`` segment (``use_reentrant=True``), whose backward reruns
+#: the segment: made before the segment's forward ran (under ``no_grad``, which makes no node).
+_REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"
+
+
+@dataclass
+class _Recomputation:
+    """Which forward call each module call run in the backward recomputes (a ``torch.utils.checkpoint`` segment's).
+
+    A checkpoint reruns its segment's forward while the backward runs one autograd node (the reentrant
+    checkpoint's own node, or the node that first reads a tensor the non-reentrant one did not keep): the calls
+    rerun then are the segment's calls, in their forward order, from the one the segment starts with. That one
+    is the forward call of its module given the same first tensor input (the non-reentrant checkpoint gives the
+    segment its inputs again, the reentrant one a ``detach`` of each); else, of the module's forward calls, the
+    first opened after the reentrant checkpoint's node was made, or the last opened before the node that asked
+    for the recomputation was (made inside the segment). A call that does not follow the segment's order (control
+    flow that differs) is a new call of its module, numbered after its forward calls.
+    """
+
+    forward: list[_ForwardCall]
+    calls: dict[str, int]  # how many times each module was called in the forward, less one
+    ops: list[TracedOp]
+    trigger: tuple[str, int] = ("", -1)  # the autograd node rerunning the segment now (its name and number)
+    cursor: int | None = None  # the place in ``forward`` of the call the next rerun call recomputes
+    extra: dict[str, int] = field(default_factory=dict)  # new calls of each module in the backward
+
+    def key(self, path: str, first_input: Ref | None, node: Any) -> CallKey:
+        """The key of the call of the module ``path`` opened while the backward runs ``node``."""
+        trigger = (node.name(), node._sequence_nr())
+        if trigger != self.trigger:
+            self.trigger, self.cursor = trigger, self._start(path, self.forward_ref(first_input), node)
+        if self.cursor is not None and self.cursor < len(self.forward) and self.forward[self.cursor].key[0] == path:
+            self.cursor += 1
+            return self.forward[self.cursor - 1].key
+        self.cursor = None
+        self.extra[path] = self.extra.get(path, 0) + 1
+        return path, self.calls.get(path, -1) + self.extra[path]
+
+    def forward_ref(self, ref: Ref | None) -> Ref | None:
+        """``ref``, or the forward tensor it is a ``detach`` of, made in the backward (a reentrant rerun's input)."""
+        while ref is not None and ref.kind == "op":
+            op = self.ops[ref.index]
+            if not (op.backward and op.name == "detach" and isinstance(op.args[0], Ref)):
+                break
+            ref = op.args[0]
+        return ref
+
+    def _start(self, path: str, first_input: Ref | None, node: Any) -> int | None:
+        """The place in ``forward`` of the call of ``path`` that a segment rerun by ``node`` starts with."""
+        candidates = [k for k, call in enumerate(self.forward) if call.key[0] == path]
+        same = [k for k in candidates if first_input is not None and self.forward[k].first_input == first_input]
+        if len(same) == 1:
+            return same[0]
+        number = node._sequence_nr()
+        if node.name() == _REENTRANT_CHECKPOINT:
+            return next((k for k in same or candidates if self.forward[k].opened > number), None)
+        return next((k for k in reversed(same or candidates) if self.forward[k].opened <= number), None)
 
 
 def _tag_autograd_nodes(output: Any, log: _CallLog, since: int, opened: int, start: int | None = None) -> None:

@@ -13,7 +13,7 @@ from torch import nn
 from gnplace.exceptions import InvalidArgument, UnsupportedGraph
 from gnplace.graph import BACKWARD, FORWARD, UPDATE
 from gnplace.importers.flops import VIEW_OPS
-from gnplace.importers.torch import OPTIMIZERS, from_module
+from gnplace.importers.torch import OPTIMIZERS, from_module, import_step
 
 
 class SmallCNN(nn.Module):
@@ -183,6 +183,39 @@ def test_an_op_a_checkpoint_recomputes_is_the_module_that_reruns_it(reentrant: b
     assert g.phase[g.index("grad/a/tanh")] == BACKWARD
     recomputed = {name for name in g.node_names if name.startswith("grad/root/")}
     assert not {name for name in recomputed if name.split("/")[-1] in ("addmm", "tanh")}
+
+
+class _CheckpointedSteps(nn.Module):
+    """One block called at three steps, each step checkpointed."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.cell, self.reentrant = _Block(), reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            x = torch.utils.checkpoint.checkpoint(self.cell, x, use_reentrant=self.reentrant)
+        return x.square().sum()
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_an_op_a_checkpoint_recomputes_is_in_the_group_of_the_call_it_reruns(reentrant: bool) -> None:
+    """Rerunning a segment calls its modules again: those calls were new ones (``cell.a`` called a fourth time), so the
+    recomputed ops, and the reentrant checkpoint's gradients of the segment rerun, were in groups of their own, which
+    no forward op is in; each is the group of the step it recomputes."""
+    torch.manual_seed(0)
+    g = from_module(_CheckpointedSteps(reentrant), (torch.randn(2, 4, requires_grad=True),))
+
+    def groups(prefix: str) -> list[int]:
+        return [int(g.group[i]) for i, name in enumerate(g.node_names) if name.startswith(prefix)]
+
+    assert len(set(groups("cell.a/addmm"))) == 3
+    assert sorted(groups("grad/cell.a/addmm")) == sorted(groups("cell.a/addmm"))
+    assert sorted(groups("grad/cell/tanh_backward")) == sorted(groups("cell/tanh"))
+    assert set(groups("grad/cell.b/mm")) == set(groups("cell.b/addmm"))
+    assert set(g.group[g.phase == BACKWARD]) <= set(g.group[g.phase == FORWARD])
+    trace = import_step(_CheckpointedSteps(reentrant), (torch.randn(2, 4, requires_grad=True),)).trace
+    assert trace.module_calls == {"": 1, "cell": 3, "cell.a": 3, "cell.b": 3}  # the reruns were counted: 6 each
 
 
 def test_complex_views_are_folded_into_their_producers():
