@@ -462,11 +462,11 @@ def test_the_last_rounds_move_every_proposer_around_the_best_so_far_in_turn(monk
     few = {"op_level": 0, "subsets": False, "samples": 4, "constructor_samples": 1, "refine": 2,
            "constructor_refine": 3, "constructor_prior": 2.5}  # the shipped policy and constructors
     one = PolicyPlacer(timer=Simulator(), last_rounds=1, **few)
-    one.place(graph, cluster, seed=0)
+    one.place(graph, cluster, seed=1)  # a seed whose last rounds move the incumbent with the shipped files (not 0 since 2026-12-06's)
     monkeypatch.setattr(PlacementProblem, "prior", prior)
     counted = BudgetedTimer(Recording())
     placer = PolicyPlacer(timer=counted, last_rounds=3, **few)
-    chosen = placer.place(graph, cluster, seed=0)
+    chosen = placer.place(graph, cluster, seed=1)
     # around auto, then 3 rounds of this policy's and each constructor's moves, at their own priors
     kappa = placer.prior
     assert [k for k, _, _ in centres] == [kappa] + [kappa, 2.5, 2.5] * 3
@@ -480,7 +480,7 @@ def test_the_last_rounds_move_every_proposer_around_the_best_so_far_in_turn(monk
     assert sim.time(graph, cluster, chosen).step_time <= one.last_step * (1 + 1e-12) and \
         placer.last_step <= one.last_step  # the first round is the one-round placer's: never slower
     again = PolicyPlacer(timer=sim, last_rounds=3, **few)
-    assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
+    assert np.array_equal(again.place(graph, cluster, seed=1).devices, chosen.devices)
     for bad in (0, -1, 1.5, True, 10**20):  # 10**20 rounds ran on past any wait, refused by nothing
         with pytest.raises(InvalidArgument, match="last_rounds from 1 to 1,000,000,000"):
             PolicyPlacer(constructor="none", last_rounds=bad)
