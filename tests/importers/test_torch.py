@@ -70,20 +70,23 @@ def test_views_are_folded_and_gradients_share_their_forward_group():
     assert g.group[g.index("conv2/convolution")] != g.group[conv]
 
 
+class _Block(nn.Module):
+    """``b(tanh(a(x)))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x)))
+
+
 def test_the_gradient_of_a_modules_own_op_between_two_children_is_that_modules():
     """``b(tanh(a(x)))``: the tanh is the block's, and so is its backward; the walk from the block's output stopped at
     ``b``'s nodes, so the tanh's backward was tagged by the loss, the root's (``grad/root/tanh_backward``)."""
 
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.b(torch.tanh(self.a(x)))
-
     torch.manual_seed(0)
-    g = from_module(nn.Sequential(Block(), Block(), nn.Linear(4, 1)), (torch.randn(2, 4),), loss=lambda y: y.sum())
+    g = from_module(nn.Sequential(_Block(), _Block(), nn.Linear(4, 1)), (torch.randn(2, 4),), loss=lambda y: y.sum())
     for block in ("0", "1"):
         tanh, grad = g.index(f"{block}/tanh"), g.index(f"grad/{block}/tanh_backward")
         assert g.module[grad] == g.module[tanh] == block
@@ -143,17 +146,6 @@ def test_a_gradient_is_its_forward_ops_module_however_tensors_reach_a_call_and_l
     grads = {name.split("/")[1] for name in g.node_names if name.startswith("grad/")}
     assert grads == {"root", "a", "c", "c.l", "w"}
     assert g.group[g.index("grad/c/mul")] == g.group[g.index("c/mul")]
-
-
-class _Block(nn.Module):
-    """``b(tanh(a(x)))``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.tanh(self.a(x)))
 
 
 class _Checkpointed(nn.Module):
