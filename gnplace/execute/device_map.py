@@ -12,7 +12,8 @@ into their parent, so the map is as short as the placement allows and names ever
 the own ops of a module above the keys run on their inputs where they are: a module whose own ops
 would read tensors from two devices (:func:`cross_device_reads`; GPT-2's ``GPT2Block`` adds its
 residual itself, ViT's embeddings add their own ``position_embeddings``) is put on one device whole, as
-is every block the model lists in ``_no_split_modules``.
+is every block the model lists in ``_no_split_modules``; where that module is the root, whose whole is the
+model, what each such op reads is joined on one device first (nmt's projection of the decoder's output).
 
 :func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
 node runs where the longest map key that prefixes its module path says. ``"cpu"`` runs on the CPU only in a
@@ -192,7 +193,9 @@ def to_device_map(
     A module no key names or lies under runs unhooked: accelerate moves no input of its own ops (GPT-2's
     ``GPT2Block`` adds ``residual + attn_output`` itself), so where such an op would read tensors from two
     devices (:func:`cross_device_reads`) the smallest module running it is put on one device whole, the
-    device holding most of its parameter bytes, until none does; a placement whose map has no such op
+    device holding most of its parameter bytes, until none does (an op of the root's own forward first joins
+    the modules and state it reads, on accelerate's main device where it reads the root's own state or an
+    input there, and the model goes whole only where that cannot help); a placement whose map has no such op
     keeps its map. Where the map so made runs a device out of memory (its simulated step's peak bytes over the
     device's ``memory``), the modules are moved again, each to the first device, in that order, where the
     step keeps it within memory; where none does, the least over, and a warning names the devices over memory.
@@ -503,6 +506,8 @@ def _kept_off_unhooked_ops(
 
     First the blocks ``module`` names as no-split, then, round by round, the smallest modules whose own ops
     read two devices: each goes where most of its parameter bytes are, with the parameters tied to its own.
+    Where only the root's own ops read two, the state each reads (:func:`_read_keys`) is joined instead,
+    on the main device where one reads it there, and the root goes whole where no join moves anything.
     Keys moved together stay together, so every round joins some and it ends (at worst with one device).
     With ``within_memory``, each goes to the first device, in that order then by its bytes there, where the
     simulated step of the map so far keeps that device within its memory, or, where none does, the one that
@@ -531,8 +536,12 @@ def _kept_off_unhooked_ops(
             if keys or not path:
                 break
             path = path.rpartition(".")[0]
-        keys += [other for key in keys for other in partners.get(key, ()) if other in kept]
-        if len({find(key) for key in keys}) < 2 and len({kept[key] for key in keys}) < 2:
+        return join(keys)
+
+    def join(keys: list[str], to: int | None = None) -> bool:
+        """Put the state ``keys`` name, and what is joined to it, on one device (``to``, where given); False: it was."""
+        keys = keys + [other for key in keys for other in partners.get(key, ()) if other in kept]
+        if len({find(key) for key in keys}) < 2 and len({kept[key] for key in keys} | ({to} - {None})) < 2:
             return False
         for key in keys:
             joined[find(key)] = find(keys[0])
@@ -542,7 +551,9 @@ def _kept_off_unhooked_ops(
         for key in group:
             bytes_on[kept[key]] += weight.get(key, 0.0)
         device = int(bytes_on.argmax()) if bytes_on.any() else int(np.bincount([kept[k] for k in group]).argmax())
-        if within_memory:
+        if to is not None:
+            device = to
+        elif within_memory:
             device = _roomiest(graph, cluster, kept, group, [device, *np.argsort(-bytes_on, kind="stable")], root)
         kept.update(dict.fromkeys(group, device))
         return True
@@ -553,15 +564,75 @@ def _kept_off_unhooked_ops(
             if type(sub).__name__ in blocks and (not root or path.startswith(root + ".")):
                 merge(path)
     values = device_map_values(cluster)
+    reads = _state_reads(graph)
+    joins_left = len(kept)
     while True:
-        bad = cross_device_reads(graph, cluster, _walked(kept, values, root), root)
+        walked = _walked(kept, values, root)
+        bad = cross_device_reads(graph, cluster, walked, root)
         if not bad:
             return kept
         modules = {graph.module[v] for v in bad}
         smallest = [path for path in sorted(modules)  # one with a module below it that reads two devices waits
                     if not any(other != path and (not path or other.startswith(path + ".")) for other in modules)]
+        if smallest == [root] and joins_left > 0:  # the root's own ops: join what each reads, before the whole model
+            joins_left -= 1  # a join to the main device may undo one before it: a bound, so that the rounds end
+            main = values.index(_main_device(walked))
+            joins = [_read_keys(graph, v, walked, kept, reads, root) for v in bad]
+            if any([join(found[0], main if found[1] else None) for found in joins if found]):
+                continue
         if not any([merge(path) for path in smallest]) and not merge(root):  # else all of it on one device
             return kept  # one device already: no op reads two
+
+
+def _state_reads(graph: OpGraph) -> dict[int, list[str]]:
+    """The state-dict entries each forward op reads (:func:`_parameter_readers`, the import's record of the rest)."""
+    names = _updated_parameters(graph)
+    reads: dict[int, list[str]] = defaultdict(list)
+    for up, readers in _parameter_readers(graph).items():
+        for v in readers:
+            reads[v].append(names[up])
+    for state, readers in _untrained_readers(graph).items():
+        for v in readers:
+            reads[v].append(state)
+    return reads
+
+
+def _read_keys(
+    graph: OpGraph, v: int, walked: Mapping[str, Any], kept: Mapping[str, int], reads: Mapping[int, list[str]],
+    root: str,
+) -> tuple[list[str], bool] | None:
+    """The state beside which op ``v`` of the root's own forward reads, and whether it reads on the main device.
+
+    A producer in a module the map ``walked`` hooks puts its output on that module's key's device, and a
+    parameter of a module below the root is on its own key's: joining the state under those keys puts all
+    of them on one device. What the root's hook moves to accelerate's main device (an input, the root's own
+    state) is read there, so where the op reads one the rest must go there too (``True``), the root's state
+    read with them. An unhooked producer's output is where its own first tensor was, which no join names: None.
+    """
+    in_ptr, in_src, _ = graph.in_csr
+    covering: list[str] = []
+    main = False
+    for s in in_src[in_ptr[v]:in_ptr[v + 1]]:
+        module = graph.module[s]
+        if graph.op_types[s] == "input" or not _inside(module, root):
+            main = main or graph.op_kinds[v] != "loss"  # a loss reads its labels where it needs them
+        elif module == root:
+            return None
+        else:
+            covering.append(module)
+    keys: list[str] = []
+    for name in reads.get(int(v), ()):
+        if name.rpartition(".")[0] == root:  # the root's own state: moved to the main device, joined there
+            main = True
+            keys += [name] if name in kept else []
+        else:
+            covering.append(name)
+    for path in covering:
+        key = next((k for k in _dotted_prefixes(path) if k in walked and k != root), None)
+        if key is None:
+            return None  # an unhooked module's producer
+        keys += [k for k in kept if k == key or k.startswith(key + ".")]
+    return (list(dict.fromkeys(keys)), main) if keys else None
 
 
 def _map_peaks(graph: OpGraph, cluster: Cluster, per_key: dict[str, int], root: str) -> np.ndarray:

@@ -324,9 +324,10 @@ def test_a_split_module_keeps_its_own_state_on_one_device_and_names_its_buffers(
     device_map = to_device_map(graph, Placement(on_a, load_cluster("k80x2")))
     assert device_map == {"a": 1, "b": 0, "center": 0, "logit_scale": 0}  # the buffer goes with the root's parameter
     # with b and the root's state on GPU 1, dispatch_model would still move the root's own tensors to its main
-    # device, GPU 0, and the root's ``* logit_scale`` would read b's output from GPU 1: the model goes whole
+    # device, GPU 0, and the root's ``* logit_scale`` would read b's output from GPU 1: b and the root's state
+    # join a on the main device, GPU 0, and the model goes there whole
     on_b = [1 - device for device in on_a]
-    assert to_device_map(graph, Placement(on_b, load_cluster("k80x2"))) == {"": 1}
+    assert to_device_map(graph, Placement(on_b, load_cluster("k80x2"))) == {"": 0}
     # it refused the map without "center" before; it warns of tensor keys, which accelerate's own maps also hold
     with pytest.warns(UserWarning, match="do not match any submodules"):
         check_device_map(net, device_map)
@@ -1068,3 +1069,60 @@ def test_an_unhooked_op_reading_its_modules_buffer_and_an_output_from_another_de
     devices = [0 if module.startswith("0.a") else 1 for module in module_paths(graph)]
     device_map = to_device_map(graph, Placement(devices, cluster))
     assert device_map == {"0": 0, "1": 1} and cross_device_reads(graph, cluster, device_map) == []
+
+
+class _Projected(torch.nn.Module):
+    """nmt's shape: a chain of children, then the root's own ``mm`` of the last one's output by a root parameter."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+        self.projection = torch.nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x):
+        return torch.mm(self.c(self.b(self.a(x))), self.projection).sum()
+
+
+class _TiedHead(torch.nn.Module):
+    """ptb's shape: the root's own ``mm`` reads its last child's output and the first child's weight (a tied head)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.mm(self.c(self.b(self.a(x))), self.a.weight.t()).sum()
+
+
+def _by_module(graph, devices):
+    """A placement putting each node on ``devices`` of its module's first path part (its update node too; ``""``: the root's)."""
+    return [devices[path.partition(".")[0]] for path in module_paths(graph)]
+
+
+def test_a_root_op_reading_two_devices_joins_what_it_reads_on_the_main_device_not_the_whole_model(tmp_path):
+    """The root's ``mm`` reads ``c``'s output (GPU 1) and the root's ``projection``, which dispatch_model moves to
+    the main device (GPU 0): ``c`` and ``projection`` join on GPU 0, ``b`` stays on GPU 1. Before, the whole model
+    went to one device (nmt's module-level maps on v100x8 came out as ``"sequential"``'s)."""
+    pytest.importorskip("accelerate")
+    graph = from_module(_Projected(), (torch.randn(4, 16),))
+    cluster = load_cluster("k80x2")
+    placement = Placement(_by_module(graph, {"a": 0, "b": 1, "c": 1, "projection": 1, "": 1}), cluster)
+    assert cross_device_reads(graph, cluster, {"a": 0, "b": 1, "c": 1, "projection": 1}) != []
+    device_map = to_device_map(graph, placement)
+    assert device_map == {"a": 0, "b": 1, "c": 0, "projection": 0}
+    assert cross_device_reads(graph, cluster, device_map) == []
+    assert _ops_reading_two_devices(_Projected(), device_map, torch.randn(4, 16), tmp_path) == []
+
+
+def test_a_root_op_reading_a_childs_weight_joins_that_child_with_the_one_whose_output_it_reads(tmp_path):
+    """The tied head reads ``c``'s output (GPU 1) and ``a.weight`` (GPU 0): ``c`` joins ``a`` (their bytes tie:
+    the lower GPU), ``b`` keeps GPU 1."""
+    pytest.importorskip("accelerate")
+    graph = from_module(_TiedHead(), (torch.randn(4, 16),))
+    cluster = load_cluster("k80x2")
+    device_map = to_device_map(graph, Placement(_by_module(graph, {"a": 0, "b": 1, "c": 1, "": 1}), cluster))
+    assert device_map == {"a": 0, "b": 1, "c": 0}
+    assert cross_device_reads(graph, cluster, device_map) == []
+    assert _ops_reading_two_devices(_TiedHead(), device_map, torch.randn(4, 16), tmp_path) == []
