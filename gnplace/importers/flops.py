@@ -105,7 +105,13 @@ _ELEMENTWISE: dict[str, float] = {
 #: (``(sinh 2a + i sin 2b) / (cosh 2a + cos 2b)``): 2 doublings, 4 functions, a sum, 2 quotients, 21; ``sqrt``
 #: (``t = sqrt(2 (|z| + |a|))``, then ``t / 2`` and ``b / t``): 9, ``rsqrt`` its reciprocal (15); ``sigmoid``
 #: ``1 / (1 + exp(-z))``: 24. aten's backward kernels of ``tanh`` and ``sigmoid`` compute ``g * conj(1 - y y)`` and
-#: ``g * conj((1 - y) y)`` (BinaryOpsKernel): two products, a difference and a conjugation, 15.
+#: ``g * conj((1 - y) y)`` (BinaryOpsKernel): two products, a difference and a conjugation, 15. From those, the
+#: inverse functions by their logarithmic forms (Abramowitz and Stegun 4.4.26-4.4.28, 4.6.20-4.6.22; a product by
+#: ``i`` 1, it swaps the parts and negates one, by ``i / 2`` or ``1 / 2`` 2): ``asin`` ``-i log(i z + sqrt(1 - z^2))``
+#: (a square, a difference, a root, a sum, a log, a product by ``-i``) 33, ``acos`` ``pi / 2 - asin z`` 35, ``atan``
+#: ``(i / 2) (log(1 - i z) - log(1 + i z))`` 33, ``asinh`` ``log(z + sqrt(z^2 + 1))`` 31, ``acosh``
+#: ``log(z + sqrt(z + 1) sqrt(z - 1))`` 42, ``atanh`` ``(log(1 + z) - log(1 - z)) / 2`` 32; ``log1p`` ``log(1 + z)``
+#: 14, ``expm1`` ``exp z - 1`` 16, ``exp2`` ``exp(z log 2)`` (a product by a real, 2) 16.
 _COMPLEX_FUNCTIONS: dict[str, float] = {
     **dict.fromkeys(["exp", "exp_"], 14.0),
     **dict.fromkeys(["log", "log_"], 12.0),
@@ -117,6 +123,13 @@ _COMPLEX_FUNCTIONS: dict[str, float] = {
     **dict.fromkeys(["sigmoid", "sigmoid_"], 24.0),
     **dict.fromkeys(["tanh_backward", "sigmoid_backward"], 15.0),
     "pow": 32.0,  # exp(w log z): a log, a complex product, an exp; see :func:`_complex_pow` for aten's special cases
+    **dict.fromkeys(["asin", "atan"], 33.0),
+    "acos": 35.0,
+    "asinh": 31.0,
+    "acosh": 42.0,
+    "atanh": 32.0,
+    "log1p": 14.0,
+    **dict.fromkeys(["expm1", "exp2"], 16.0),
 }
 
 #: Complex ``pow(z, w)`` by a scalar exponent that aten's ``pow_tensor_scalar_kernel`` (PowKernel) does not run as

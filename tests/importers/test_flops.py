@@ -738,6 +738,19 @@ def test_complex_elementary_functions_count_their_real_and_imaginary_parts():
     assert op_flops("pow", (r, 1.7), {}, [r]) == 20
 
 
+def test_complex_inverse_functions_and_log1p_expm1_exp2_count_their_logarithmic_forms():
+    """asin, acos, atan, their hyperbolic kin, log1p, expm1 and exp2 of a complex z were counted as real ones (4
+    FLOP an element): each counts the roots, logs and complex arithmetic of its logarithmic form. Real ones keep 4."""
+    z, r = torch.zeros(4, 5, dtype=torch.complex64), torch.zeros(4, 5)
+    for name, per in (("asin", 33), ("acos", 35), ("atan", 33), ("asinh", 31), ("acosh", 42), ("atanh", 32),
+                      ("log1p", 14), ("expm1", 16), ("exp2", 16)):
+        assert op_flops(name, (z,), {}, [z]) == per * 20, name
+        assert op_flops(name, (r,), {}, [r]) == 4 * 20, name
+    # each at least the log (12) or exp (14) its form is built on, and the inverse's form dearer than the function's
+    assert op_flops("log1p", (z,), {}, [z]) > op_flops("log", (z,), {}, [z])
+    assert op_flops("asin", (z,), {}, [z]) > op_flops("sin", (z,), {}, [z])
+
+
 def test_a_copy_that_materialises_a_conjugate_or_negative_view_counts_its_negations():
     """z.conj() and x._neg_view() only set a bit; the copy that resolves it (clone, resolve_conj, copy_, .to) negates
     every imaginary part (1 FLOP a complex element) or every value (1 a real one, 2 a complex one, as neg), and was
