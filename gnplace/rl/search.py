@@ -675,7 +675,7 @@ class PPOSearchPlacer:
         capped = counted if counted.remaining is None else BudgetedTimer(counted, max(counted.remaining - kept, 0))
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
                               constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, constructor_refine=0, last_rounds=1,
-                              refine=ZERO_SHOT_REFINE, polish=0,
+                              refine=ZERO_SHOT_REFINE, polish=0, module_chain=0,
                               timer=capped, progress=self.progress)
         needed = placer.evaluations_needed(cluster)
         if counted.remaining is not None and counted.remaining < needed + kept:

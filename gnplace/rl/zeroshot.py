@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from gnplace.rl.problem import Timed
 
 __all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "SHIPPED_CONSTRUCTORS", "cached_policy",
-           "pretraining"]
+           "pretraining", "module_units"]
 
 #: The pretrained policy gnplace ships (``checkpoints/gnplace-base.ckpt``; a wheel's copy: :mod:`gnplace.shipped`).
 SHIPPED_CHECKPOINT = shipped_path("checkpoints/gnplace-base.ckpt")
@@ -143,6 +143,17 @@ POLISH_CAP = 4
 DEFAULT_POLISH_REHEAT = False
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
+#: Evaluations of the module chain before the polish (``module_chain``; 0: none, revision 20's search). On a graph
+#: whose colocation groups are calls of a few modules, a recurrent cell called at every time step, the chain anneals
+#: over the module map (every call of a module on one device, :func:`module_units`) from ``single``, hot
+#: (:data:`MODULE_CHAIN_TEMPERATURE`), so that it accepts the first of two moves that only gain together: on ptb_010 on
+#: k80x2 the map with the cell's nodes 4 and 5 on the second GPU is 0.884x ``auto``, each of them moved alone is slower,
+#: and the cold op-level polish never took the first step (0.972). 1,000 evaluations of it take the ptb test graphs on
+#: k80x2 from 0.973 to 0.953 of ``auto``, the best module map of each found by enumeration with the same polish 0.952
+#: (docs/measured-zeroshot.md).
+DEFAULT_MODULE_CHAIN = 0
+#: The module chain's :math:`T_0`, relative to its start's step (annealing revision 3's).
+MODULE_CHAIN_TEMPERATURE = 0.05
 #: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
 #: its samples on ``k`` devices use ``k >= 2``). numpy's SeedSequence pads a short seed with zeros, so stream 0 in
 #: the first last round is the stream of the constructor's samples on the whole cluster, ``(seed, rank)``: the
@@ -318,6 +329,10 @@ class PolicyPlacer:
             :data:`DEFAULT_POLISH_OPS`, 5,120,000).
         polish_reheat (bool, optional): whether that chain restarts hot from its best when it stalls, as
             annealing's default chain does (default: :data:`DEFAULT_POLISH_REHEAT`, False; True is revision 15).
+        module_chain (int, optional): before the polish, on a graph whose groups are calls of a few modules
+            (:func:`module_units`), simulated annealing over the module map for this many evaluations, from
+            ``single`` and hot; its best is the polish's start where it is faster (:data:`DEFAULT_MODULE_CHAIN`, 0:
+            none; ``-O policy.module_chain=1000`` turns it on).
         progress (bool or None, optional): show the stages (coarsening, greedy decodes, samples, constructors, last
             rounds, polish) and the evaluations made of :meth:`evaluations_needed` as a bar on stderr (True), nothing
             (False), or the bar on a terminal and a line every half minute elsewhere (None; default). A
@@ -331,8 +346,9 @@ class PolicyPlacer:
     ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``,
     ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"greedy, last round"``,
     ``"sample, last round"``, ``"constructor around the best"`` (``"constructor 2 around the best"``),
-    ``"auto"``, ``"repaired"``, a heuristic's name, or any of these followed by ``", annealed"`` when the polish
-    improved on it; ``"every placement"`` where every placement was timed, :meth:`place`), ``last_evaluations``.
+    ``"auto"``, ``"repaired"``, a heuristic's name, ``"modules"`` (the module chain's), or any of these followed by
+    ``", annealed"`` when the polish improved on it; ``"every placement"`` where every placement was timed,
+    :meth:`place`), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -377,7 +393,7 @@ class PolicyPlacer:
         constructor_refine: int = DEFAULT_CONSTRUCTOR_REFINE, constructor_prior: float = DEFAULT_CONSTRUCTOR_PRIOR,
         last_rounds: int = DEFAULT_LAST_ROUNDS, polish: int = DEFAULT_POLISH,
         polish_reheat: bool = DEFAULT_POLISH_REHEAT, polish_ops: int = DEFAULT_POLISH_OPS,
-        progress: bool | None = None,
+        progress: bool | None = None, module_chain: int = DEFAULT_MODULE_CHAIN,
     ) -> None:
         for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
                              ("constructor_refine", constructor_refine)):
@@ -472,6 +488,12 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs polish_ops >= 0 op-evaluations, a whole number, "
                                   f"got {polish_ops!r}")
         self.polish_ops = int(polish_ops)
+        if not is_whole(module_chain) or module_chain < 0:
+            raise InvalidArgument(f"PolicyPlacer needs module_chain >= 0 evaluations, a whole number, "
+                                  f"got {module_chain!r}")
+        self.module_chain = int(module_chain)
+        if self.module_chain:
+            check_budget(self.module_chain, "PolicyPlacer's module_chain")
         self.progress = progress
         if self.polish:  # the most any graph's chain is given, refused here rather than by the chain after the rest
             check_budget(self.polish_evaluations(), "PolicyPlacer's polish" + (
@@ -500,7 +522,7 @@ class PolicyPlacer:
                 f"constructor_temperature={self.constructor_temperature}, refine={self.refine}, "
                 f"constructor_sizes={self.constructor_sizes}, constructor_refine={self.constructor_refine}, "
                 f"constructor_prior={self.constructor_prior}, last_rounds={self.last_rounds}, polish={self.polish}, "
-                f"polish_reheat={self.polish_reheat}, polish_ops={self.polish_ops})")
+                f"polish_reheat={self.polish_reheat}, polish_ops={self.polish_ops}, module_chain={self.module_chain})")
 
     def polish_evaluations(self, graph: OpGraph | None = None) -> int:
         """The polish's evaluations on ``graph``: ``polish``, or up to :data:`POLISH_CAP` times more by ``polish_ops``.
@@ -512,6 +534,21 @@ class PolicyPlacer:
             return self.polish
         most = POLISH_CAP * self.polish
         return most if graph is None else max(self.polish, min(most, self.polish_ops // max(graph.num_ops, 1)))
+
+    def module_chain_evaluations(self, graph: OpGraph | None = None) -> int:
+        """The module chain's evaluations on ``graph``: ``module_chain`` where it runs (:func:`module_units`), else 0.
+
+        At most ``polish_ops`` op-evaluations, as the polish (``polish_ops // ops``; every test graph of the families
+        gets 1,000, a 93,567-op one 54). Without a graph, the most any graph gets. One evaluation cannot anneal: none
+        is spent then.
+        """
+        most = self.module_chain
+        if graph is not None:
+            if module_units(graph) is None:
+                return 0
+            if self.polish_ops:
+                most = min(most, self.polish_ops // max(graph.num_ops, 1))
+        return most if most >= 2 else 0
 
     def evaluations_needed(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
@@ -526,7 +563,8 @@ class PolicyPlacer:
     def _searched(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
         """The evaluations of :meth:`place`'s search where nothing overflows: its candidates and its polish."""
         polish = self.polish_evaluations(graph)
-        return self._candidates(cluster) + (polish if polish >= 2 else 0)  # one evaluation cannot anneal: none spent
+        polish = polish if polish >= 2 else 0  # one evaluation cannot anneal: none spent
+        return self._candidates(cluster) + polish + self.module_chain_evaluations(graph)
 
     def placement_space(self, graph: OpGraph, cluster: Cluster) -> int | None:
         """The placements of ``graph`` on ``cluster``, ``D ** groups``, where no more than the search times; else None.
@@ -655,7 +693,7 @@ class PolicyPlacer:
 
         polish = self.polish_evaluations(graph)
         polish = polish if polish >= 2 else 0
-        advance_to = _Repairs(shown, self._searched(cluster, graph), polish)
+        advance_to = _Repairs(shown, self._searched(cluster, graph), polish + self.module_chain_evaluations(graph))
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
@@ -744,7 +782,8 @@ class PolicyPlacer:
             if not repaired.is_oom:
                 chosen, step, choice = fixed.devices, float(repaired.step_time), "repaired"
         placement = Placement(chosen, cluster, GraphKey.of(graph))
-        if self.polish_evaluations(graph) >= 2:  # annealing from the best: the start's timing and at least one move
+        # annealing from the best (the start's timing and at least one move), over the module map first where it runs
+        if self.polish_evaluations(graph) >= 2 or self.module_chain_evaluations(graph):
             fits = not result.oom[best_index] or choice == "repaired"
             placement, step, choice, spent = self._anneal(
                 graph, cluster, placement, fits, int(rng.integers(2**31 - 1)), step, choice,
@@ -767,15 +806,49 @@ class PolicyPlacer:
         """
         from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
-        counted = _Reporting(self.timer, report)  # the chain's own timings and any repair of its result
+        spent = 0
+        if self.module_chain_evaluations(graph):
+            start, step, choice, fits, spent = self._module_chain(graph, cluster, start, fits, seed, step, choice,
+                                                                  report)
+        if self.polish_evaluations(graph) < 2:
+            return start, step, choice, spent
+        before = spent
+        # the chain's own timings and any repair of its result
+        counted = _Reporting(self.timer, None if report is None else lambda done: report(before + done))
         chain: dict[str, Any] = {} if self.polish_reheat else {"reheat_after": None}  # {}: annealing's default
         AnnealingPlacer(budget=self.polish_evaluations(graph), start=GivenStart(start), timer=counted, progress=False,
                         **chain).place(graph, cluster, seed=seed)
         over, best = counted.best_key  # the best placement the chain timed (fitting first), and its step
         annealed = counted.best_placement(cluster)
+        spent += counted.evaluations
         if annealed is None or over > 0 or (fits and step is not None and best >= step):
-            return start, step, choice, counted.evaluations
-        return annealed, float(best), f"{choice}, annealed", counted.evaluations
+            return start, step, choice, spent
+        return annealed, float(best), f"{choice}, annealed", spent
+
+    def _module_chain(
+        self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int, step: float | None,
+        choice: str, report: Callable[[int], None] | None = None,
+    ) -> tuple[Placement, float | None, str, bool, int]:
+        """:meth:`module_chain_evaluations` of annealing over the module map of ``graph`` (:func:`module_units`).
+
+        The chain starts from ``single`` (each device alone, :math:`D` of its evaluations) at
+        :data:`MODULE_CHAIN_TEMPERATURE`, seeded apart from the polish. Returns the polish's start: the chain's best
+        where it fits and is faster than ``start`` (or ``start`` does not fit), with its step, choice ``"modules"``
+        and True; else ``start`` as given; then the evaluations spent.
+        """
+        from gnplace.placers.annealing import AnnealingPlacer
+
+        units = module_units(graph)
+        assert units is not None  # module_chain_evaluations said it runs
+        counted = _Reporting(self.timer, report)
+        chain = AnnealingPlacer(budget=self.module_chain_evaluations(graph), start="single", timer=counted,
+                                initial_temperature=MODULE_CHAIN_TEMPERATURE, progress=False)
+        chain.place(graph.replace(group=units), cluster, seed=np.random.default_rng([seed, 1]))
+        over, best = counted.best_key
+        if counted.best is None or over > 0 or (fits and step is not None and best >= step):
+            return start, step, choice, fits, counted.evaluations
+        found = Placement(np.asarray(counted.best), cluster, GraphKey.of(graph))
+        return found, float(best), "modules", True, counted.evaluations
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
@@ -1028,7 +1101,7 @@ def _constructor_paths(constructor: Any) -> tuple[Path, ...]:
 #: The :class:`PolicyPlacer` options that :func:`add_decoding_arguments` adds a flag for, by the flags' destinations:
 #: a caller passes each one given (not None) on to the placer.
 DECODING_ARGUMENTS = ("constructor_samples", "constructor_temperature", "constructor_sizes", "refine",
-                      "constructor_refine", "constructor_prior", "last_rounds", "polish", "polish_ops")
+                      "constructor_refine", "constructor_prior", "last_rounds", "polish", "polish_ops", "module_chain")
 
 
 def named_by_flag(err: Exception, args: argparse.Namespace) -> Exception:
@@ -1054,7 +1127,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the flags of the constructors' samples and of the last rounds to an :mod:`argparse` parser.
 
     ``--constructor-samples``, ``--constructor-temperature``, ``--constructor-sizes``, ``--refine``,
-    ``--constructor-refine``, ``--constructor-prior``, ``--last-rounds``, ``--polish`` and ``--polish-ops``, as
+    ``--constructor-refine``, ``--constructor-prior``, ``--last-rounds``, ``--polish``, ``--polish-ops`` and
+    ``--module-chain``, as
     ``scripts/place.py`` and ``bench.py zeroshot`` take them: each is None unless given (the placer's default, which its
     help states); their destinations are :data:`DECODING_ARGUMENTS`.
     """
@@ -1087,6 +1161,10 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the polish's budget in op-evaluations (ops times evaluations): a graph of n ops gets "
                              f"N // n evaluations, at least the polish's and at most {POLISH_CAP} times them "
                              f"(default: {DEFAULT_POLISH_OPS}; 0: the polish's on every graph)")
+    parser.add_argument("--module-chain", type=int, default=None, metavar="N",
+                        help=f"evaluations of simulated annealing over the module map before the polish, on graphs "
+                             f"whose groups are calls of a few modules (a recurrent cell) (default: "
+                             f"{DEFAULT_MODULE_CHAIN}; 0: none)")
 
 
 def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
@@ -1110,6 +1188,25 @@ def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
 def _advance_past(advance_to: Advance, before: int, note: str, evaluations: int) -> None:
     """``advance_to(before + evaluations, note)``: a stage's ``evaluations`` after ``before`` made by the others."""
     advance_to(before + evaluations, note)
+
+
+def module_units(graph: OpGraph) -> np.ndarray | None:
+    """Each op's unit of the module map: its colocation group's module, ``[num_ops]``, or None where that is not coarse.
+
+    A group's module is that of its first op in topological order (as annealing's sibling moves read it), so a
+    unit is a union of whole groups: every call of one module, a recurrent cell's node at every time step. Ops
+    outside any module are one unit. None where the map has more than half as many units as the graph has groups
+    (a feed-forward net, whose modules are called once: annealing over groups already moves them) or fewer than two.
+    """
+    first = np.full(graph.num_groups, -1, dtype=np.int64)
+    for v in graph.topological_order().tolist():
+        if first[graph.group[v]] < 0:
+            first[graph.group[v]] = v
+    modules = [graph.module[v] for v in first.tolist()]
+    index = {module: k for k, module in enumerate(dict.fromkeys(modules))}
+    if not 2 <= len(index) <= graph.num_groups // 2:
+        return None
+    return np.asarray([index[module] for module in modules], dtype=np.int64)[graph.group]
 
 
 class _Repairs:

@@ -67,7 +67,7 @@ def _zero_shot_row(task: ZeroShotTask) -> dict[str, Any]:
     took = time.perf_counter() - start
     # the default before 2026-11-23: K samples of the policy itself (tau = 1) on the whole cluster
     plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,),
-                         op_level=0, around=False, constructor="none", progress=False)
+                         op_level=0, around=False, constructor="none", progress=False, module_chain=0)
     start = time.perf_counter()
     untempered = sim.time(graph, cluster, plain.place(graph, cluster, seed=seed))
     took_plain = time.perf_counter() - start
@@ -360,7 +360,8 @@ def zeroshot_across_seeds(runs: list[Path]) -> list[dict[str, Any]]:
 #: ``latency --decoding``: the placer's options beyond ``samples`` and ``subsets``. ``greedy`` is the issue's
 #: target, the policy's greedy decode alone (no constructor, no last rounds, no polish); ``policy`` is what
 #: ``gnplace place -p policy`` runs, the placer's defaults (its constructors, last rounds and polish).
-LATENCY_DECODINGS: dict[str, dict[str, Any]] = {"greedy": {"constructor": "none", "refine": 0, "polish": 0},
+LATENCY_DECODINGS: dict[str, dict[str, Any]] = {"greedy": {"constructor": "none", "refine": 0, "polish": 0,
+                                                           "module_chain": 0},
                                                 "policy": {}}
 
 
