@@ -1284,10 +1284,11 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
         "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
         "greedy placement and 16 samples of each of the two constructors, past 4 devices on the 4 fastest too; then "
         "4 last rounds, each 4 samples of the base policy (a greedy decode too in the first) and 8 of each "
-        "constructor around the best placement so far; then simulated annealing from the best of all, 5,120,000 "
-        "op-evaluations' worth (5,120,000 / ops evaluations, at least 320 and at most 1,280); best by the "
-        "simulator; D + 133 evaluations on D devices besides `auto`'s own and the annealing's, D + 167 past 4 "
-        "devices).",
+        "constructor around the best placement so far; on a graph whose groups are calls of a few modules (ptb's, "
+        "nmt's), 1,000 evaluations of simulated annealing over the module map; then simulated annealing from the "
+        "best of all, 5,120,000 op-evaluations' worth (5,120,000 / ops evaluations, at least 320 and at most 1,280); "
+        "best by the simulator; D + 133 evaluations on D devices besides `auto`'s own and the annealings', D + 167 "
+        "past 4 devices).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -143,15 +143,19 @@ POLISH_CAP = 4
 DEFAULT_POLISH_REHEAT = False
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
-#: Evaluations of the module chain before the polish (``module_chain``; 0: none, revision 20's search). On a graph
-#: whose colocation groups are calls of a few modules, a recurrent cell called at every time step, the chain anneals
-#: over the module map (every call of a module on one device, :func:`module_units`) from ``single``, hot
-#: (:data:`MODULE_CHAIN_TEMPERATURE`), so that it accepts the first of two moves that only gain together: on ptb_010 on
-#: k80x2 the map with the cell's nodes 4 and 5 on the second GPU is 0.884x ``auto``, each of them moved alone is slower,
-#: and the cold op-level polish never took the first step (0.972). 1,000 evaluations of it take the ptb test graphs on
-#: k80x2 from 0.973 to 0.953 of ``auto``, the best module map of each found by enumeration with the same polish 0.952
-#: (docs/measured-zeroshot.md).
-DEFAULT_MODULE_CHAIN = 0
+#: Evaluations of the module chain before the polish (``module_chain``, revision 21, 2026-12-06; 0: none, revision
+#: 20's search). On a graph whose colocation groups are calls of a few modules, a recurrent cell called at every time
+#: step, the chain anneals over the module map (every call of a module on one device, :func:`module_units`) from
+#: ``single``, hot (:data:`MODULE_CHAIN_TEMPERATURE`), so that it accepts the first of two moves that only gain
+#: together: on ptb_010 on k80x2 the map with the cell's nodes 4 and 5 on the second GPU is 0.884x ``auto``, each of
+#: them moved alone is slower, and the cold op-level polish never took the first step (0.972). Chosen on the 288 pairs
+#: of every training graph on k80x2, k80x4, v100x8 and tight4 (``bench.py zeroshot --split train --clusters k80x2
+#: k80x4 v100x8 tight4 --real-clusters --unseen-clusters --module-chain N``, seed 0): 0 gives 0.904 (ptb 0.954 /
+#: 0.953 / 0.959 / 0.943 on k80x2 / k80x4 / tight4 / v100x8, nmt 0.924 / 0.948 / 0.938 / 0.944), 1,000 **0.901**
+#: (ptb 0.934 / 0.947 / 0.950 / 0.938, nmt 0.920 / 0.947 / 0.937 / 0.943), every cell ahead or level; cifar10, whose
+#: modules are called once, runs no chain. The ptb test graphs on k80x2 go from 0.973 to 0.953, where the best module
+#: map of each, found by enumeration, with the same polish gives 0.952 (docs/measured-zeroshot.md).
+DEFAULT_MODULE_CHAIN = 1000
 #: The module chain's :math:`T_0`, relative to its start's step (annealing revision 3's).
 MODULE_CHAIN_TEMPERATURE = 0.05
 #: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
@@ -331,8 +335,9 @@ class PolicyPlacer:
             annealing's default chain does (default: :data:`DEFAULT_POLISH_REHEAT`, False; True is revision 15).
         module_chain (int, optional): before the polish, on a graph whose groups are calls of a few modules
             (:func:`module_units`), simulated annealing over the module map for this many evaluations, from
-            ``single`` and hot; its best is the polish's start where it is faster (:data:`DEFAULT_MODULE_CHAIN`, 0:
-            none; ``-O policy.module_chain=1000`` turns it on).
+            ``single`` and hot; its best is the polish's start where it is faster; at most ``polish_ops``
+            op-evaluations (:meth:`module_chain_evaluations`; default: :data:`DEFAULT_MODULE_CHAIN`, 1,000 since
+            revision 21; 0: none, revision 20).
         progress (bool or None, optional): show the stages (coarsening, greedy decodes, samples, constructors, last
             rounds, polish) and the evaluations made of :meth:`evaluations_needed` as a bar on stderr (True), nothing
             (False), or the bar on a terminal and a line every half minute elsewhere (None; default). A
@@ -376,7 +381,9 @@ class PolicyPlacer:
     # 20, 2026-12-06: the greedy decodes decide on the decision graph the policy was pretrained on (module subtrees
     # first for a ``modules`` checkpoint, as the shipped one is since d522bf0), not the plain coarsening; the graphs
     # past ``max_nodes`` only
-    revision = "20"
+    # 21, 2026-12-06: on graphs whose groups are calls of a few modules, 1,000 evaluations of annealing over the module
+    # map before the polish (module_chain)
+    revision = "21"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)

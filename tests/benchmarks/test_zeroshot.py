@@ -47,7 +47,7 @@ def test_zeroshot_finds_the_repositorys_graphs_from_another_folder(load_script, 
         checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, around=None, op_level=None,
         constructor=["none"],
         constructor_samples=None, constructor_temperature=None, refine=0, constructor_sizes=None, prior=None,
-        constructor_refine=None, constructor_prior=None, last_rounds=None, polish=None, polish_ops=None,
+        constructor_refine=None, constructor_prior=None, last_rounds=None, polish=None, polish_ops=None, module_chain=None,
         families=["ptb"], split="test", min_ops=10**9, clusters=["k80x2"], real_clusters=[], unseen_clusters=["k80x2"],
         unseen_per_family=1, seed=0, jobs=1, out="zs")
     (row,) = bench.bench_zeroshot(args)
@@ -253,7 +253,7 @@ def _tiny_zeroshot_args(out, unseen_clusters, seed=0):
         checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, around=None, op_level=None,
         constructor=["none"],
         constructor_samples=None, constructor_temperature=None, refine=0, constructor_sizes=None, prior=None,
-        constructor_refine=None, constructor_prior=None, last_rounds=None, polish=None, polish_ops=None,
+        constructor_refine=None, constructor_prior=None, last_rounds=None, polish=None, polish_ops=None, module_chain=None,
         families=["ptb"], split="test", min_ops=10**9, clusters=[], real_clusters=[], unseen_clusters=unseen_clusters,
         unseen_per_family=1, seed=seed, jobs=1, out=str(out))
 

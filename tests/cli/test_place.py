@@ -237,7 +237,8 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, 
     assert row["bound"] <= row["policy"] and row["policy_vs_auto"] == pytest.approx(row["policy"] / row["auto"])
     assert not row["oom"] and (tmp_path / "p.json").is_file()
     assert in_process.main([ptb, "-c", "tight4", "--checkpoint", str(checkpoint), "--samples", "2", "--no-subsets",
-                            "--op-level", "0", "--temperatures", "1", "--constructor", "none", "--json"]) == 0
+                            "--op-level", "0", "--temperatures", "1", "--constructor", "none", "--module-chain", "0",
+                            "--json"]) == 0
     choice = json.loads(capsys.readouterr().out)["choice"]  # the whole cluster only, coarsened; maybe annealed after
     assert choice.removesuffix(", annealed") in ("greedy", "sample")
     assert in_process.main([ptb, "-c", "tight4", "--constructor", str(tmp_path / "gone.ckpt")]) == 2

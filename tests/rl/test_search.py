@@ -355,7 +355,7 @@ def test_fine_tuning_starts_from_the_placement_policy_gives_for_the_same_seed():
     sim = Simulator()
     # what the budget pays for: policy revision 11's candidates (one last round of 4 samples, no annealing polish)
     zero_shot_placer = PolicyPlacer(constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, constructor_refine=0,
-                                    last_rounds=1, refine=ZERO_SHOT_REFINE, polish=0)
+                                    last_rounds=1, refine=ZERO_SHOT_REFINE, polish=0, module_chain=0)
     for seed in (0, 1):
         placer = FineTunePlacer(budget=80, samples=8, epochs=1)
         placer.place(g, c, seed=seed)

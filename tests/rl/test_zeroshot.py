@@ -598,7 +598,7 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
     without = PolicyPlacer(polish=0, timer=sim)
     before = sim.time(graph, cluster, without.place(graph, cluster, seed=0)).step_time
     counted = BudgetedTimer(sim)
-    placer = zeroshot.PolicyPlacer(timer=counted)  # the default: the polish on
+    placer = zeroshot.PolicyPlacer(timer=counted, module_chain=0)  # the default polish, no module chain before it
     placement = placer.place(graph, cluster, seed=0)
     after = sim.time(graph, cluster, placement).step_time
     assert placer.polish == zeroshot.DEFAULT_POLISH > 0 and after < before and placer.last_step == pytest.approx(after)
@@ -607,13 +607,14 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
     assert polished == zeroshot.POLISH_CAP * placer.polish == placer.polish_evaluations()
     assert placer.last_evaluations == counted.evaluations == without.last_evaluations + polished
     assert placer.evaluations_needed(cluster, graph) == without.evaluations_needed(cluster) + polished
-    again = zeroshot.PolicyPlacer(timer=sim).place(graph, cluster, seed=0)
+    again = zeroshot.PolicyPlacer(timer=sim, module_chain=0).place(graph, cluster, seed=0)
     assert np.array_equal(placement.devices, again.devices)  # deterministic under the seed
-    small = zeroshot.PolicyPlacer(timer=sim, polish=1, polish_ops=0)  # too few to move: the best candidate, as without
+    # too few to move: the best candidate, as without
+    small = zeroshot.PolicyPlacer(timer=sim, polish=1, polish_ops=0, module_chain=0)
     assert np.array_equal(small.place(graph, cluster, seed=0).devices, without.place(graph, cluster, seed=0).devices)
     assert small.last_evaluations == without.last_evaluations and small.evaluations_needed(cluster, graph) == \
         without.evaluations_needed(cluster, graph)
-    one = zeroshot.PolicyPlacer(timer=sim, polish=1)  # 1 is up to 4 by polish_ops: it anneals (it was left out)
+    one = zeroshot.PolicyPlacer(timer=sim, polish=1, module_chain=0)  # 1 is up to 4 by polish_ops: it anneals
     one.place(graph, cluster, seed=0)
     assert one.polish_evaluations(graph) == 4 and one.last_evaluations == without.last_evaluations + 4
     for bad in (-1, 1.5, True, "80"):
@@ -643,7 +644,7 @@ def test_the_polish_of_a_smaller_graph_gets_more_evaluations_by_its_ops(polish_c
     ops = graph.num_ops
     for polish_ops, expected in ((0, 20), (5 * ops, 20), (50 * ops + ops - 1, 50), (1000 * ops, 4 * 20)):
         counted = BudgetedTimer(Simulator())
-        placer = zeroshot.PolicyPlacer(samples=2, polish=20, polish_ops=polish_ops, timer=counted)
+        placer = zeroshot.PolicyPlacer(samples=2, polish=20, polish_ops=polish_ops, timer=counted, module_chain=0)
         assert placer.polish_evaluations(graph) == expected, polish_ops
         placer.place(graph, cluster, seed=0)
         assert polish_chains[-1].budget == expected and placer.last_evaluations == counted.evaluations
@@ -1041,12 +1042,13 @@ def test_module_units_join_every_call_of_a_module_on_recurrent_graphs_only():
 def test_the_module_chain_finds_the_module_map_the_cold_polish_misses_and_counts_its_evaluations():
     """On ptb_010 on k80x2 the cell's nodes 4 and 5 on the second GPU make a step 0.884x ``auto``'s, but each moved
     alone is slower: the cold op-level polish never takes the first step (15.6 ms), the hot module chain does
-    (14.19 ms). Its evaluations are counted and planned; it is deterministic under a seed; off by default."""
+    (14.19 ms). Its evaluations are counted and planned; it is deterministic under a seed; on by default (1,000)."""
     graph, cluster = load_graph("datasets/ptb/ptb_010.gnpg"), load_cluster("k80x2")
     sim = Simulator()
-    plain = zeroshot.PolicyPlacer(timer=sim)
+    plain = zeroshot.PolicyPlacer(timer=sim, module_chain=0)  # revision 20
     base = plain.place(graph, cluster, seed=0)
-    assert plain.module_chain == zeroshot.DEFAULT_MODULE_CHAIN == 0 and plain.module_chain_evaluations(graph) == 0
+    assert plain.module_chain_evaluations(graph) == 0
+    assert zeroshot.DEFAULT_MODULE_CHAIN == zeroshot.PolicyPlacer().module_chain_evaluations(graph) == 1000
     chained = zeroshot.PolicyPlacer(timer=sim, module_chain=300)
     found = chained.place(graph, cluster, seed=0)
     assert sim.time(graph, cluster, found).step_time < 0.95 * sim.time(graph, cluster, base).step_time
