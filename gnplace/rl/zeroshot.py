@@ -1205,11 +1205,12 @@ def module_units(graph: OpGraph) -> np.ndarray | None:
     outside any module are one unit. None where the map has more than half as many units as the graph has groups
     (a feed-forward net, whose modules are called once: annealing over groups already moves them) or fewer than two.
     """
-    first = np.full(graph.num_groups, -1, dtype=np.int64)
-    for v in graph.topological_order().tolist():
-        if first[graph.group[v]] < 0:
-            first[graph.group[v]] = v
-    modules = [graph.module[v] for v in first.tolist()]
+    order = graph.topological_order()
+    rank = np.empty(graph.num_ops, dtype=np.int64)
+    rank[order] = np.arange(graph.num_ops)
+    earliest = np.full(graph.num_groups, graph.num_ops, dtype=np.int64)
+    np.minimum.at(earliest, graph.group, rank)  # each group's first op, by its place in topological order
+    modules = [graph.module[v] for v in order[earliest].tolist()]
     index = {module: k for k, module in enumerate(dict.fromkeys(modules))}
     if not 2 <= len(index) <= graph.num_groups // 2:
         return None
