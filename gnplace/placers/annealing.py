@@ -55,7 +55,7 @@ from gnplace.graph import OpGraph
 from gnplace.limits import check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates
-from gnplace.placers.base import group_order
+from gnplace.placers.base import group_first_ops, group_order
 from gnplace.placers.groups import best_repaired
 from gnplace.progress import evaluation_bar
 from gnplace.seed import SeedLike, as_generator
@@ -358,10 +358,7 @@ class _Moves:
         between = src != dst
         pairs = np.unique(np.stack([src[between], dst[between]], axis=1), axis=0)  # distinct group edges
         self.edge_src, self.edge_dst = pairs[:, 0], pairs[:, 1]
-        first_op = np.full(graph.num_groups, -1, dtype=np.int64)
-        for v in graph.topological_order().tolist():
-            if first_op[group[v]] < 0:
-                first_op[group[v]] = v
+        first_op = group_first_ops(graph)
         calls: dict[str, list[int]] = {}  # module path -> the groups that call it, in topological order
         subtrees: dict[str, list[int]] = {}  # module path prefix -> the groups under it, in topological order
         for g in self.order.tolist():

@@ -48,6 +48,21 @@ def group_order(graph: OpGraph) -> np.ndarray:
     return in_order[np.sort(first)]
 
 
+def group_first_ops(graph: OpGraph) -> np.ndarray:
+    """Each colocation group's first op in topological order, ``[num_groups]`` (op indices, by group id).
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> g = mlp_training_graph(layers=2, width=8, batch=4)
+        >>> [int(g.group[v]) for v in group_first_ops(g)]
+        [0, 1, 2]
+    """
+    order = graph.topological_order()
+    # np.unique's return_index is a stable sort's: each group's first place in topological order, groups 0..G-1
+    _, first = np.unique(np.asarray(graph.group, dtype=np.int64)[order], return_index=True)
+    return np.asarray(order, dtype=np.int64)[first]
+
+
 def check_fraction(owner: str, name: str, value: Any) -> float:
     """``value`` as a float if it is a number in ``[0, 1]``; else :class:`InvalidArgument` naming ``owner.name``.
 

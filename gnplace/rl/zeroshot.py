@@ -550,12 +550,11 @@ class PolicyPlacer:
         is spent then.
         """
         most = self.module_chain
-        if graph is not None:
-            if module_units(graph) is None:
-                return 0
-            if self.polish_ops:
-                most = min(most, self.polish_ops // max(graph.num_ops, 1))
-        return most if most >= 2 else 0
+        if graph is not None and self.polish_ops:
+            most = min(most, self.polish_ops // max(graph.num_ops, 1))
+        if most < 2 or graph is not None and module_units(graph) is None:  # the units only where a chain could run
+            return 0
+        return most
 
     def evaluations_needed(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
@@ -700,7 +699,8 @@ class PolicyPlacer:
 
         polish = self.polish_evaluations(graph)
         polish = polish if polish >= 2 else 0
-        advance_to = _Repairs(shown, self._searched(cluster, graph), polish + self.module_chain_evaluations(graph))
+        chain = self.module_chain_evaluations(graph)
+        advance_to = _Repairs(shown, self._searched(cluster, graph), polish + chain)
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
@@ -790,10 +790,10 @@ class PolicyPlacer:
                 chosen, step, choice = fixed.devices, float(repaired.step_time), "repaired"
         placement = Placement(chosen, cluster, GraphKey.of(graph))
         # annealing from the best (the start's timing and at least one move), over the module map first where it runs
-        if self.polish_evaluations(graph) >= 2 or self.module_chain_evaluations(graph):
+        if polish or chain:
             fits = not result.oom[best_index] or choice == "repaired"
             placement, step, choice, spent = self._anneal(
-                graph, cluster, placement, fits, int(rng.integers(2**31 - 1)), step, choice,
+                graph, cluster, placement, fits, int(rng.integers(2**31 - 1)), step, choice, chain,
                 functools.partial(advance_to.polish, evaluations))
             evaluations += spent
         self.last_evaluations, self.last_greedy_step, self.last_greedy_oom = evaluations, greedy_step, greedy_oom
@@ -802,21 +802,22 @@ class PolicyPlacer:
 
     def _anneal(
         self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int, step: float | None,
-        choice: str, report: Callable[[int], None] | None = None,
+        choice: str, module_chain: int = 0, report: Callable[[int], None] | None = None,
     ) -> tuple[Placement, float | None, str, int]:
         """``polish`` evaluations of annealing from ``start``, the best candidate (of ``step`` seconds, ``choice``).
 
-        Returns the placement (the chain's where better: faster and fitting, or fitting where ``start`` did not,
-        ``fits``), its step and choice, and the evaluations spent. The chain times its start again, counted: one
-        of its ``polish`` evaluations. ``report`` is called with the chain's evaluations so far after each timing
-        (default: nothing).
+        First, where ``module_chain`` (:meth:`module_chain_evaluations`) is not 0, that many of the module chain
+        (:meth:`_module_chain`), whose best becomes the start where it is better. Returns the placement (the chain's
+        where better: faster and fitting, or fitting where ``start`` did not, ``fits``), its step and choice, and the
+        evaluations spent. The chain times its start again, counted: one of its ``polish`` evaluations. ``report`` is
+        called with the chains' evaluations so far after each timing (default: nothing).
         """
         from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
         spent = 0
-        if self.module_chain_evaluations(graph):
-            start, step, choice, fits, spent = self._module_chain(graph, cluster, start, fits, seed, step, choice,
-                                                                  report)
+        if module_chain:
+            start, step, choice, fits, spent = self._module_chain(graph, cluster, module_chain, start, fits, seed,
+                                                                  step, choice, report)
         if self.polish_evaluations(graph) < 2:
             return start, step, choice, spent
         before = spent
@@ -828,15 +829,15 @@ class PolicyPlacer:
         over, best = counted.best_key  # the best placement the chain timed (fitting first), and its step
         annealed = counted.best_placement(cluster)
         spent += counted.evaluations
-        if annealed is None or over > 0 or (fits and step is not None and best >= step):
+        if annealed is None or _start_stands(over, best, fits, step):
             return start, step, choice, spent
         return annealed, float(best), f"{choice}, annealed", spent
 
     def _module_chain(
-        self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int, step: float | None,
-        choice: str, report: Callable[[int], None] | None = None,
+        self, graph: OpGraph, cluster: Cluster, budget: int, start: Placement, fits: bool, seed: int,
+        step: float | None, choice: str, report: Callable[[int], None] | None = None,
     ) -> tuple[Placement, float | None, str, bool, int]:
-        """:meth:`module_chain_evaluations` of annealing over the module map of ``graph`` (:func:`module_units`).
+        """``budget`` evaluations of annealing over the module map of ``graph`` (:func:`module_units`).
 
         The chain starts from ``single`` (each device alone, :math:`D` of its evaluations) at
         :data:`MODULE_CHAIN_TEMPERATURE`, seeded apart from the polish. Returns the polish's start: the chain's best
@@ -848,11 +849,11 @@ class PolicyPlacer:
         units = module_units(graph)
         assert units is not None  # module_chain_evaluations said it runs
         counted = _Reporting(self.timer, report)
-        chain = AnnealingPlacer(budget=self.module_chain_evaluations(graph), start="single", timer=counted,
+        chain = AnnealingPlacer(budget=budget, start="single", timer=counted,
                                 initial_temperature=MODULE_CHAIN_TEMPERATURE, progress=False)
         chain.place(graph.replace(group=units), cluster, seed=np.random.default_rng([seed, 1]))
         over, best = counted.best_key
-        if counted.best is None or over > 0 or (fits and step is not None and best >= step):
+        if counted.best is None or _start_stands(over, best, fits, step):
             return start, step, choice, fits, counted.evaluations
         found = Placement(np.asarray(counted.best), cluster, GraphKey.of(graph))
         return found, float(best), "modules", True, counted.evaluations
@@ -1197,6 +1198,14 @@ def _advance_past(advance_to: Advance, before: int, note: str, evaluations: int)
     advance_to(before + evaluations, note)
 
 
+def _start_stands(over: float, best: float, fits: bool, step: float | None) -> bool:
+    """Whether a chain's best (its overflow past memory ``over``, ``best`` seconds) leaves the start as it is.
+
+    It does where it overflows, or where the start (``step`` seconds) fits and is at least as fast.
+    """
+    return over > 0 or (fits and step is not None and best >= step)
+
+
 def module_units(graph: OpGraph) -> np.ndarray | None:
     """Each op's unit of the module map: its colocation group's module, ``[num_ops]``, or None where that is not coarse.
 
@@ -1205,12 +1214,9 @@ def module_units(graph: OpGraph) -> np.ndarray | None:
     outside any module are one unit. None where the map has more than half as many units as the graph has groups
     (a feed-forward net, whose modules are called once: annealing over groups already moves them) or fewer than two.
     """
-    order = graph.topological_order()
-    rank = np.empty(graph.num_ops, dtype=np.int64)
-    rank[order] = np.arange(graph.num_ops)
-    earliest = np.full(graph.num_groups, graph.num_ops, dtype=np.int64)
-    np.minimum.at(earliest, graph.group, rank)  # each group's first op, by its place in topological order
-    modules = [graph.module[v] for v in order[earliest].tolist()]
+    from gnplace.placers.base import group_first_ops
+
+    modules = [graph.module[v] for v in group_first_ops(graph).tolist()]
     index = {module: k for k, module in enumerate(dict.fromkeys(modules))}
     if not 2 <= len(index) <= graph.num_groups // 2:
         return None
