@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the first N test graphs of each family (default: 0, all 8)")
     parser.add_argument("--jobs", "-j", type=int, default=2, help="worker processes (default: 2)")
     parser.add_argument("--out", "-o", default=str(ROOT / "out" / "demo"), help="folder of the Gantt chart")
+    # taken before parsing (above): listed so that --help names it; --baselines --help lists its own options
+    parser.add_argument("--baselines", action="store_true",
+                        help="instead, every non-learned placer on GRAPH files (default: the example graphs) on "
+                             "every preset (--baselines --help: its options)")
     args = parser.parse_args(argv)
     # one line and 2 on bad input, an unwritable chart folder included; one line and 130 on Ctrl-C
     return run_reporting_errors(_run_demo, args, "demo")
@@ -172,6 +176,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 def baselines(argv: list[str]) -> int:
     """Every non-learned placer on the example graphs and every preset (``demo.py --baselines``)."""
     parser = script_parser(__file__, __doc__)
+    parser.prog += " --baselines"  # its usage line names the flag that selects it: without it, GRAPH is refused
     parser.add_argument("graphs", nargs="*", default=[str(p) for p in EXAMPLES], help="graph files")
     parser.add_argument("--clusters", default=",".join(preset_names()), help="comma-separated presets or YAML files")
     parser.add_argument("--mode", choices=("default", "placeto"), default="default")

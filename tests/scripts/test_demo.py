@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 GRAPH = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg"
 
 
@@ -80,3 +82,15 @@ def test_baselines_title_prints_the_graphs_flop_in_the_unit_that_fits(tmp_path, 
     out = capsys.readouterr().out
     assert f"{graph.num_groups} groups, {format_flops(graph.total_flops)} per step" in out, out
     assert "GFLOP" not in out
+
+
+def test_help_names_baselines_and_its_usage_names_the_flag(load_script, capsys):
+    """``demo.py --help`` left out ``--baselines``, which the README shows, and ``--baselines --help`` gave a usage
+    line without it (``demo.py [-h] ... [graphs ...]``), which run as written is the zero-shot demo refusing GRAPH."""
+    demo = load_script("demo")
+    with pytest.raises(SystemExit):
+        demo.main(["--help"])
+    assert "--baselines" in capsys.readouterr().out.split("options:")[1]
+    with pytest.raises(SystemExit):
+        demo.main(["--baselines", "--help"])
+    assert capsys.readouterr().out.startswith("usage: demo.py --baselines [-h]")
