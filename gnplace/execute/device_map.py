@@ -371,14 +371,12 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     devices: list[int | str | None] = [None if kind == "input" else values[int(d)]
                                        for kind, d in zip(graph.op_types, placed.devices)]
     entering = [kind == "input" or not _inside(module, root) for kind, module in zip(graph.op_types, graph.module)]
-    names = _updated_parameters(graph)
     parameters: dict[int, list[int | str]] = defaultdict(list)  # the devices of the state each op reads
-    for up, readers in _parameter_readers(graph).items():
-        held = main if names[up].rpartition(".")[0] == root else values[int(placed.devices[up])]
-        for v in readers:
-            parameters[v].append(held)
-    for state, readers in _untrained_readers(graph).items():
-        held = _untrained_device(state, device_map, cluster, root, main)
+    for state, update, readers in _state_readers(graph):
+        if update is None:  # a buffer or frozen parameter: where its key's device, or the root's, loads it
+            held = _untrained_device(state, device_map, cluster, root, main)
+        else:  # a trained parameter: its update node's device, but the root's own on the main device
+            held = main if state.rpartition(".")[0] == root else values[int(placed.devices[update])]
         for v in readers:
             parameters[v].append(held)
     forward = PHASES.index("forward")
@@ -584,14 +582,23 @@ def _kept_off_unhooked_ops(
             return kept  # one device already: no op reads two
 
 
-def _state_reads(graph: OpGraph) -> dict[int, list[str]]:
-    """The state-dict entries each forward op reads (:func:`_parameter_readers`, the import's record of the rest)."""
+def _state_readers(graph: OpGraph) -> list[tuple[str, int | None, list[int]]]:
+    """Each state-dict entry forward ops read: ``(name, update node, readers)``, the trained parameters first.
+
+    A trained parameter's readers are :func:`_parameter_readers`'; a buffer's or frozen parameter's (update node
+    None) the import's record (:func:`_untrained_readers`).
+    """
     names = _updated_parameters(graph)
+    found: list[tuple[str, int | None, list[int]]] = [
+        (names[update], update, readers) for update, readers in _parameter_readers(graph).items()]
+    found += [(state, None, readers) for state, readers in _untrained_readers(graph).items()]
+    return found
+
+
+def _state_reads(graph: OpGraph) -> dict[int, list[str]]:
+    """The state-dict entries each forward op reads (:func:`_state_readers` by op)."""
     reads: dict[int, list[str]] = defaultdict(list)
-    for up, readers in _parameter_readers(graph).items():
-        for v in readers:
-            reads[v].append(names[up])
-    for state, readers in _untrained_readers(graph).items():
+    for state, _, readers in _state_readers(graph):
         for v in readers:
             reads[v].append(state)
     return reads
