@@ -222,8 +222,6 @@ class Store:
         self.rows: dict[str, dict[str, Any]] = {}
         if path.exists():
             data = path.read_bytes()
-            if data and not data.endswith(b"\n"):  # cut short by a kill: new rows start on a line of their own
-                append_to(path, b"\n")
             undecodable = 0
             for raw in data.split(b"\n"):
                 try:
@@ -243,6 +241,10 @@ class Store:
             if undecodable and not self.rows:  # bytes that are not UTF-8 text and no row: a UnicodeDecodeError before
                 raise InvalidArgument(f"{path}: not the rows of an earlier run ({undecodable} line(s) not UTF-8 text, "
                                       "no row); move it away or pick another --out")
+            # cut short by a kill: new rows start on a line of their own (once the file is known to be rows: another
+            # program's file, refused above, is left as it was)
+            if data and not data.endswith(b"\n"):
+                append_to(path, b"\n")
 
     def add(self, row: dict[str, Any]) -> None:
         """Save ``row`` (it must hold ``key``).

@@ -39,6 +39,26 @@ def test_a_rows_file_of_another_program_is_one_error_not_a_traceback(load_script
     assert code == 2 and err.startswith("bench: error: ") and err.count("\n") == 1 and "move it away" in err, err
 
 
+def test_a_rows_file_it_refuses_is_left_as_it_was(load_script, tmp_path):
+    """A refused rows file without a last newline had one appended (as to a line cut by a kill) before the refusal."""
+    import json
+
+    from gnplace.exceptions import InvalidArgument
+
+    common = load_script("benchmarks.common")
+    rows = tmp_path / "zeroshot_rows.jsonl"
+    for data in (bytes(range(128, 256)) * 4, json.dumps([1, 2]).encode()):  # not UTF-8; JSON but not a row
+        rows.write_bytes(data)
+        with pytest.raises(InvalidArgument, match="not the rows of an earlier run"):
+            common.Store(rows)
+        assert rows.read_bytes() == data
+    cut = json.dumps({"key": "a", "x": 1}) + "\n" + '{"key": "b", "x'  # rows, the last cut by a kill
+    rows.write_text(cut)
+    store = common.Store(rows)
+    store.add({"key": "c", "x": 3})
+    assert set(common.Store(rows).rows) == {"a", "c"}  # the new row on a line of its own
+
+
 def test_a_cached_large_graph_is_made_again_when_its_generator_changes(load_script, tmp_path, monkeypatch):
     """``cifar10_L1.gnpg`` was kept by name: a changed family generator was answered with the graph of before."""
     import numpy as np
