@@ -86,6 +86,24 @@ def _zero_shot_row(task: ZeroShotTask) -> dict[str, Any]:
     )
 
 
+#: What :func:`_zero_shot_row` writes and the tables read, by type: a saved row without one of them, or with a value of
+#: another type (a line edited by hand, a flipped byte), runs again rather than failing the tables with a traceback.
+ROW_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("group", "graph", "family", "cluster", "auto_choice", "policy_choice"), (str,)),
+    **dict.fromkeys(("ops", "seed"), (int,)),
+    **dict.fromkeys(("auto_oom", "greedy_oom", "policy_oom", "plain_oom"), (bool,)),
+    **dict.fromkeys(("auto_ms", "greedy", "policy", "place_s", "plain", "plain_s"), (int, float)),
+    "portfolio": (int, float, type(None)),
+}
+
+
+def readable_row(row: dict[str, Any] | None) -> bool:
+    """Whether ``row`` (a saved zero-shot row, None: none) holds every field of :data:`ROW_TYPES`, each of its type."""
+    return row is not None and all(
+        name in row and isinstance(row[name], types) and (bool in types or not isinstance(row[name], bool))
+        for name, types in ROW_TYPES.items())
+
+
 def zero_shot_key(task: ZeroShotTask) -> str:
     """SHA-256 (hex) of what determines a zero-shot row, so that a rerun reuses the rows saved before.
 
@@ -111,7 +129,8 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Zero-shot placement of the test splits, the real models and unseen clusters against auto.
 
     Each row is saved to ``OUT/zeroshot_rows.jsonl`` as it is made, keyed by :func:`zero_shot_key`: a run
-    killed midway and started again with the same arguments places only the pairs not saved. The
+    killed midway and started again with the same arguments places only the pairs not saved (nor those whose
+    saved row is not :func:`readable_row`). The
     rows of this run, in the order of its tasks, go to ``OUT/zeroshot.json`` at its end.
     """
     from gnplace.datasets import load_manifest
@@ -157,7 +176,8 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     keys = [zero_shot_key(t) for t in tasks]  # every graph and cluster found before the first placement
     out.mkdir(parents=True, exist_ok=True)  # every argument checked: a refused run leaves no empty folder
     store = Store(out / "zeroshot_rows.jsonl")
-    todo = {key: t for key, t in zip(keys, tasks) if key not in store.rows}  # a task asked twice runs once
+    # a task asked twice runs once; a saved row the tables cannot read runs again, its new row replacing it
+    todo = {key: t for key, t in zip(keys, tasks) if not readable_row(store.rows.get(key))}
     total = len(set(keys))
     print(f"{total - len(todo)} of {total} rows saved in {args.out}, {len(todo)} to run", flush=True)
     with task_mapper(args.jobs) as mapper:  # no worker starts when every row is saved

@@ -349,3 +349,28 @@ def test_zeroshot_tables_leave_out_rows_whose_auto_overflows_and_count_them(load
     line = next(row for row in bench.zeroshot_tables(rows).splitlines() if row.startswith("| cifar10 "))
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert cells[3:8] == ["1.000", "0.900", "0.800", "0.800", "0 (0, 0); auto 1"]
+
+
+def test_a_saved_zeroshot_row_the_tables_cannot_read_runs_again(load_script, tmp_path, monkeypatch, capsys):
+    """A saved row with a field renamed or of another type (a flipped byte) was reused, then a traceback in the tables."""
+    bench = load_script("benchmarks.zeroshot")
+    good = {"group": "test", "graph": "ptb_002", "family": "ptb", "ops": 888, "cluster": "k80x2", "seed": 0,
+            "auto_ms": 5.4, "auto_choice": "heft", "auto_oom": False, "greedy": 1.07, "greedy_oom": False,
+            "policy": 0.96, "policy_oom": False, "policy_choice": "greedy", "portfolio": 0.96, "place_s": 5.3,
+            "plain": 0.98, "plain_oom": False, "plain_s": 1.4}
+    assert set(bench.ROW_TYPES) == set(good) and bench.readable_row(good)
+    placed = []
+    monkeypatch.setattr(bench, "_zero_shot_row", lambda task: placed.append(task[1]) or dict(good))
+    args = _tiny_zeroshot_args(tmp_path / "zs", ["k80x2"])
+    assert bench.bench_zeroshot(args) == [good] and placed == ["k80x2"]
+    path = tmp_path / "zs" / "zeroshot_rows.jsonl"
+    (saved,) = [json.loads(line) for line in path.read_text().splitlines()]
+    for edited in ({k: v for k, v in saved.items() if k != "auto_oom"}, {**saved, "policy": "x"},
+                   {**saved, "auto_oom": 0}, {**saved, "ops": True}):
+        path.write_text(json.dumps(edited) + "\n")
+        placed.clear()
+        rows = bench.bench_zeroshot(args)
+        assert rows == [good] and placed == ["k80x2"], edited  # placed again, the new row read
+        assert "Traceback" not in bench.zeroshot_tables(rows)
+    placed.clear()
+    assert bench.bench_zeroshot(args) == [good] and placed == []  # the row made again stands
