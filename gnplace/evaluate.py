@@ -633,7 +633,9 @@ def _read_rows(path: Path) -> list[Row]:
         ) from None
     finally:
         csv.field_size_limit(limit)
-    if header and not {"graph", "cluster", "placer"} <= set(header):  # another tool's table: not ours to rewrite
+    # another tool's table: not ours to rewrite (nor a file whose first line is blank: read as no header, it was
+    # taken for an empty results file and overwritten)
+    if (header or raws) and not {"graph", "cluster", "placer"} <= set(header):
         raise InvalidArgument(f"{path}: not a results file of gnplace evaluate (columns {', '.join(header[:5])}); "
                               "move it away or pick another output folder")
     rows = []

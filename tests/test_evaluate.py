@@ -491,6 +491,20 @@ def test_a_results_file_of_another_tool_is_refused_and_kept(graphs, tmp_path):
     assert (out / "results.csv").read_text() == "a,b,c\n1,2,3\n"
 
 
+def test_a_file_whose_first_line_is_blank_is_refused_and_kept(graphs, tmp_path):
+    """Its blank first line read as no header, so it was taken for an empty results file and overwritten."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for text in ("\na,b,c\n1,2,3\n", "\n\x96t\x9d\x02E\n"):  # a table, or bytes, after a blank line
+        (out / "results.csv").write_text(text, encoding="latin-1")
+        with pytest.raises(GnplaceError, match="not a results file of gnplace evaluate"):
+            evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], out)
+        assert (out / "results.csv").read_text(encoding="latin-1") == text
+    (out / "results.csv").write_text("\n\n")  # blank lines alone: no rows, as an empty file
+    (row,) = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], out)
+    assert row.placer == "single" and not row.error
+
+
 def test_a_placer_that_crashes_fails_its_row_alone(graphs, tmp_path, monkeypatch):
     from gnplace.placers.heft import HeftPlacer
 
