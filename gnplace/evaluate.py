@@ -636,7 +636,9 @@ def _read_rows(path: Path) -> list[Row]:
     # another tool's table: not ours to rewrite (nor a file whose first line is blank: read as no header, it was
     # taken for an empty results file and overwritten)
     if (header or raws) and not {"graph", "cluster", "placer"} <= set(header):
-        raise InvalidArgument(f"{path}: not a results file of gnplace evaluate (columns {', '.join(header[:5])}); "
+        # each cut to 40 characters: a binary file's first line filled the error line with bytes
+        shown = ", ".join(name if len(name) <= 40 else name[:40] + "..." for name in header[:5])
+        raise InvalidArgument(f"{path}: not a results file of gnplace evaluate (columns {shown}); "
                               "move it away or pick another output folder")
     rows = []
     for raw in raws:

@@ -491,6 +491,16 @@ def test_a_results_file_of_another_tool_is_refused_and_kept(graphs, tmp_path):
     assert (out / "results.csv").read_text() == "a,b,c\n1,2,3\n"
 
 
+def test_a_refused_results_file_shows_its_columns_cut_short(graphs, tmp_path):
+    """A binary file's first line, its "columns", filled the error line with hundreds of characters of bytes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.csv").write_text("x" * 300 + ",b\n1,2\n")
+    with pytest.raises(GnplaceError) as refused:
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], out)
+    assert f"(columns {'x' * 40}..., b)" in str(refused.value) and "x" * 41 not in str(refused.value)
+
+
 def test_a_file_whose_first_line_is_blank_is_refused_and_kept(graphs, tmp_path):
     """Its blank first line read as no header, so it was taken for an empty results file and overwritten."""
     out = tmp_path / "out"
