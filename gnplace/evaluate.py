@@ -886,9 +886,24 @@ def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[
         # to be kept and is not (its row was saved before placements were kept)
         if (current is None and _still_made_so(row)) or (
                 current is not None and row.key in current and not row.error
-                and (row.key not in keep or kept_placement(out, row.key).is_file())):
+                and (row.key not in keep or _kept_placement_reads(kept_placement(out, row.key)))):
             done.append(row)
     return done[::-1]
+
+
+def _kept_placement_reads(path: Path) -> bool:
+    """Whether the kept placement file ``path`` is there and reads as a placement file (JSON of its format).
+
+    A file cut short or damaged was taken for the placement, and every later ``--plot`` stopped on it until it
+    was deleted by hand; its row now runs again and writes it anew.
+    """
+    from gnplace.placement import FORMAT
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):  # missing, unreadable, not JSON (UnicodeDecodeError is a ValueError)
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("placement"), dict)
 
 
 def _fill_single_oom(rows: Sequence[Row]) -> None:

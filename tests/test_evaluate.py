@@ -829,6 +829,27 @@ def test_kept_placements_are_those_the_rows_timed(graphs, tmp_path):
     assert not kept_placement(tmp_path, by["round_robin"].key).exists()
 
 
+def test_a_damaged_kept_placement_runs_its_row_again(graphs, tmp_path):
+    """A kept placement cut short (a kill, a full disk) was taken for one, and every --plot stopped on it."""
+    from gnplace.cluster import load_cluster
+    from gnplace.evaluate import kept_placement
+    from gnplace.graph_io import load_graph
+    from gnplace.placement import load_placement
+
+    path = str(graphs / "mlp3.gnpg")
+    tasks = [Task(path, "k80x2", p) for p in ("single", "round_robin")]
+    keep = lambda task: True  # noqa: E731
+    by = {r.placer: r for r in evaluate(tasks, tmp_path, keep_placements=keep)}
+    file = kept_placement(tmp_path, by["round_robin"].key)
+    whole = file.read_bytes()
+    for damaged in (whole[: len(whole) // 2], b"\x96\x9d", b"[1, 2]"):
+        file.write_bytes(damaged)
+        ran = []
+        evaluate(tasks, tmp_path, keep_placements=keep, progress=ran.append)
+        assert [r.placer for r in ran] == ["round_robin"]  # single's stands
+        load_placement(file, load_graph(path), load_cluster("k80x2"))  # written anew
+
+
 def test_a_kept_placement_of_placeto_mode_is_timed_in_that_mode_by_simulate(graphs, tmp_path, capsys,
                                                                             documented_keys):
     """Its predicted had no mode: gnplace simulate timed a --mode placeto row's placement in the default mode."""
