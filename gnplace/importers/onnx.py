@@ -855,7 +855,10 @@ def from_onnx(
         _fix_input_shapes(proto.graph, input_shapes, source)
     _check_static_inputs(proto, source)
     inferred = _infer_shapes(proto, source)
-    for _ in range(_FOLD_ROUNDS):  # shape arithmetic data propagation leaves open (torch.chunk's Shape -> Div -> Slice)
+    # Shape arithmetic data propagation leaves open (torch.chunk's Shape -> Div -> Slice), until nothing more folds:
+    # a layer's sizes may be known only once the layer before it is folded (swin_t exported at opset 13 takes 27
+    # rounds, one shifted window after another). Each round folds or inlines a node, so it ends.
+    for _ in range(len(proto.graph.node) + 1):
         if _inline_constant_branches(proto, source):  # an If on a folded condition: the branch it takes
             inferred = _infer_shapes(proto, source)
             continue
@@ -1017,7 +1020,6 @@ _INDEX_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.INT1
                           TensorProto.UINT32, TensorProto.UINT16, TensorProto.UINT8, TensorProto.BOOL})
 #: Most elements of a folded value: shape computations are small.
 _FOLD_LIMIT = 4096
-_FOLD_ROUNDS = 8
 
 
 def _value_dims(inferred: onnx.ModelProto) -> dict[str, list[int | str | None] | None]:

@@ -1329,6 +1329,26 @@ def test_pads_transposed_from_constants_are_folded():
     assert float(g.flops[g.index("conv")]) == 2 * 4 * 7 * 7 * 27
 
 
+def test_shape_arithmetic_chained_through_many_layers_is_folded():
+    """A layer's sizes may be known only once the layer before it is folded: torchvision's swin_t exported at opset 13
+    (each shifted window's pads from the sizes the last one gave) takes 27 rounds and was refused after 8."""
+    const = numpy_helper.from_array
+    stages = 12
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y0"], name="mm")]
+    for i in range(1, stages + 1):  # y_i = y_{i-1}[:, :width - 1], the width read through Div
+        nodes += [helper.make_node("Shape", [f"y{i - 1}"], [f"s{i}"]),
+                  helper.make_node("Gather", [f"s{i}", "one"], [f"width{i}"], axis=0),
+                  helper.make_node("Div", [f"width{i}", "one"], [f"same{i}"]),
+                  helper.make_node("Sub", [f"same{i}", "one"], [f"less{i}"]),
+                  helper.make_node("Unsqueeze", [f"less{i}", "zero"], [f"end{i}"]),
+                  helper.make_node("Slice", [f"y{i - 1}", "start", f"end{i}", "axis"], [f"y{i}"])]
+    nodes.append(helper.make_node("Relu", [f"y{stages}"], ["out"], name="relu"))
+    inits = [weight("w", 16, 32), const(np.array(1, np.int64), "one"), const(np.array([0], np.int64), "zero"),
+             const(np.array([0], np.int64), "start"), const(np.array([1], np.int64), "axis")]
+    g = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("out", [8, 32 - stages])], inits))
+    assert int(g.out_bytes[g.index("relu")]) == 8 * (32 - stages) * 4
+
+
 def test_an_op_type_onnx_does_not_define_is_refused_unless_allowed():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("FrobnicateOp", ["h"], ["y"], name="frob")]
