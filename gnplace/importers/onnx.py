@@ -1045,7 +1045,9 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
     split sizes of ``torch.chunk`` exports (``Shape -> Gather -> Add -> Div -> Mul -> Slice``) were
     left unknown, and at ``Transpose``, so the pads of every ``F.pad`` (``nn.ZeroPad2d``) that
     ``torch.onnx.export(dynamo=False)`` writes (``ConstantOfShape -> Concat -> Reshape -> Slice -> Transpose ->
-    Reshape -> Cast -> Pad``) were too, and the model was refused.
+    Reshape -> Cast -> Pad``) were too, and the model was refused. Results are whole numbers, or floats computed
+    from a ``Shape`` or ``Size`` (the scales of opset 9's ``Upsample``, ``target / float(Shape(x)[2:])``); a float
+    from no size may be a weight, and is left as it is.
 
     A small initializer kept in a file beside the model (external data) is read from ``folder``, the
     model file's folder, never from the working directory; a loaded model's (``folder`` :obj:`None`)
@@ -1065,6 +1067,7 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
                 known[init.name] = numpy_helper.to_array(init, base_dir=folder or "")
             except Exception:  # noqa: BLE001 - an initializer numpy cannot read is simply not known
                 continue
+    sized: set[str] = set()  # values computed from a Shape or Size: a float among them is a size, no weight
     folded = 0
     for index, node in enumerate(proto.graph.node):
         if node.domain not in ("", "ai.onnx") or len(node.output) != 1 or not node.output[0] or _external_value(node):
@@ -1093,8 +1096,11 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
                 continue
         except Exception:  # noqa: BLE001 - a node the evaluator cannot compute stays as it is
             continue
-        if value is None or value.size > _FOLD_LIMIT or value.dtype.kind not in "iub":
-            continue  # shape arithmetic is in whole numbers; a float result may come from a weight
+        from_sizes = node.op_type in ("Shape", "Size") or any(x in sized for x in node.input)
+        if value is None or value.size > _FOLD_LIMIT or (value.dtype.kind not in "iub" and not from_sizes):
+            continue  # shape arithmetic is in whole numbers, or floats of sizes (Upsample's scales at opset 9)
+        if from_sizes:
+            sized.add(out)
         known[out] = value
         constant = helper.make_node("Constant", [], [out], name=node.name, value=numpy_helper.from_array(value, out))
         proto.graph.node[index].CopyFrom(constant)

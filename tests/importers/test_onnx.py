@@ -1349,6 +1349,25 @@ def test_shape_arithmetic_chained_through_many_layers_is_folded():
     assert int(g.out_bytes[g.index("relu")]) == 8 * (32 - stages) * 4
 
 
+def test_float_scales_computed_from_sizes_are_folded():
+    """``F.interpolate(size=...)`` exported with opset 9 writes Upsample's scales as ``target / float(Shape(x)[2:])``
+    (torchvision's lraspp_mobilenet_v3_large): a float result was never folded, and the model was refused."""
+    const = numpy_helper.from_array
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv"),
+             helper.make_node("Shape", ["y"], ["s"]),
+             helper.make_node("Slice", ["s"], ["hw"], starts=[2], ends=[4], axes=[0]),
+             helper.make_node("Cast", ["hw"], ["hw_float"], to=F),
+             helper.make_node("Div", ["target", "hw_float"], ["spatial"]),
+             helper.make_node("Concat", ["unit", "spatial"], ["scales"], axis=0),
+             helper.make_node("Upsample", ["y", "scales"], ["up"], name="up", mode="linear"),
+             helper.make_node("Relu", ["up"], ["out"], name="relu")]
+    nodes[4:4] = [helper.make_node("Constant", [], ["target"], value=const(np.array([12.0, 12.0], np.float32))),
+                  helper.make_node("Constant", [], ["unit"], value=const(np.array([1.0, 1.0], np.float32)))]
+    g = from_onnx(model(nodes, [vi("x", [1, 3, 8, 8])], [vi("out", [1, 4, 12, 12])], [weight("w", 4, 3, 3, 3)], opset=9))
+    assert int(g.out_bytes[g.index("up")]) == 4 * 12 * 12 * 4
+    assert set(g.op_types) >= {"Conv", "Upsample", "Relu"}
+
+
 def test_an_op_type_onnx_does_not_define_is_refused_unless_allowed():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("FrobnicateOp", ["h"], ["y"], name="frob")]
