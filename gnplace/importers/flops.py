@@ -85,7 +85,7 @@ _ELEMENTWISE: dict[str, float] = {
                      "hypot", "logaddexp", "logaddexp2", "xlogy", "logit", "logit_backward", "celu", "celu_",
                      # in-place forms (nn.SiLU(inplace=True), ...) cost as their out-of-place ones
                      "silu_", "elu_", "hardswish_", "hardsigmoid_", "mish_", "gelu_", "log_", "hardswish_backward",
-                     "hardsigmoid_backward"],
+                     "hardsigmoid_backward", "mish_backward"],
                     4.0),
     # glu(x) = a * sigmoid(b) for x = [a, b]: a sigmoid (4) and a multiply per output element
     "glu": 5.0,
