@@ -639,8 +639,13 @@ def record_training_step(
                 "shapes (use masks of a fixed shape, e.g. torch.where, or padded sequences)"
             ) from err
         if recorder.failed:
+            # torch's kernel of grouped matmuls (transformers' mixture-of-experts layers, Mixtral's by default) takes
+            # bfloat16 alone: the step traces once the model is cast to it
+            hint = (" (aten._grouped_mm takes bfloat16 only: cast the model and its floating inputs with "
+                    "module.to(torch.bfloat16), or give a transformers model another experts implementation, "
+                    "e.g. 'batched_mm')" if "_grouped_mm" in recorder.failed and "BF16" in first else "")
             raise UnsupportedGraph(f"cannot trace a training step of {name}: op {recorder.failed} failed: "
-                                   f"{first}") from err
+                                   f"{first}{hint}") from err
         if stage[0] != "forward":  # the loss function, or a custom autograd function's backward
             part = "the loss function" if stage[0] == "loss" else "its backward"
             raise UnsupportedGraph(f"cannot trace a training step of {name}: {part} raised {type(err).__name__}: "

@@ -244,6 +244,23 @@ def test_a_failing_op_is_named():
         record_training_step(mlp(), (torch.randn(5, 7),), loss=mse)  # 7 features into Linear(6, 8)
 
 
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no grouped matmul")
+def test_a_grouped_matmul_of_float32_names_the_bfloat16_cast():
+    """transformers' mixture-of-experts layers (Mixtral's by default) call it; a float32 model failed with no way out."""
+
+    class Experts(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(2, 16, 16))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch._grouped_mm(x, self.w, offs=torch.tensor([3, 6], dtype=torch.int32)).sum()
+
+    with pytest.raises(UnsupportedGraph, match=r"op aten\._grouped_mm\.default failed: .*BF16.* \(aten\._grouped_mm "
+                                               r"takes bfloat16 only: cast the model .*module\.to\(torch\.bfloat16\)"):
+        record_training_step(Experts(), (torch.randn(6, 16),))
+
 def test_a_model_whose_state_dict_raises_still_imports_without_the_state_record():
     from gnplace.importers.torch import from_module
 
