@@ -103,8 +103,7 @@ class PlacementMDP:
         self.group_bytes = inp.group_bytes
         self.capacity = cluster.memory.astype(np.float64)
         self.latency = cluster.latency
-        with np.errstate(divide="ignore"):
-            self.inv_bw = 1.0 / cluster.bandwidth  # 0 on the diagonal: nothing to send on one device
+        self.inv_bw = cluster.inverse_bandwidth()  # 0 on the diagonal: nothing to send on one device
         fastest = self.group_time.min(axis=1) if self.num_groups else np.zeros(0)
         floor = float(fastest.mean()) if fastest.size else 1.0
         self.scale = np.maximum(fastest, max(floor, 1e-12))

@@ -100,8 +100,7 @@ class _Prepared:
         self.param_bytes = graph.param_bytes.astype(np.float64)
         out_ptr, out_dst, out_eb = graph.out_csr
         in_ptr, in_src, _ = graph.in_csr
-        with np.errstate(divide="ignore"):
-            inv_bw = 1.0 / cluster.bandwidth
+        inv_bw = cluster.inverse_bandwidth()  # 0 on the diagonal: nothing to send on one device
         channel = costs.channel_bandwidth
         self.args = (
             self.cost, self.cost_column, self.out_bytes, self.param_bytes, out_ptr, out_dst, out_eb.astype(np.float64),
