@@ -280,7 +280,7 @@ def check_not_input(
             raise InvalidArgument(f"{flag} {os.fspath(path)}: is the input {given.name}; write to another file")
         if given.suffix.lower() == ".onnx" and given.is_file() and target.is_file() and target.is_relative_to(
                 given.resolve().parent):  # only an existing file beside the model can be its external data
-            from gnplace.importers.onnx import external_data_files
+            from gnplace.importers.onnx_model import external_data_files
 
             if target in external_data_files(given):
                 raise InvalidArgument(f"{flag} {os.fspath(path)}: holds the external data (weights) of the input "

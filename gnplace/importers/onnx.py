@@ -62,6 +62,9 @@ builds the training graph of one step by the conventions of the PyTorch importer
 
 Only shapes and dtypes are read, never weight values: files with external data load without it, but for
 the small values shape computations read (a ``Reshape``'s target shape), taken from the data file beside the model.
+Reading and checking the file is :mod:`gnplace.importers.onnx_model`'s job, its static shapes
+:mod:`gnplace.importers.onnx_shapes`'s, the FLOP rules :mod:`gnplace.importers.onnx_flops`'; this module
+builds the training graph from them.
 """
 
 from __future__ import annotations
@@ -78,9 +81,9 @@ import numpy as np
 import onnx
 import onnx.defs
 import onnx.inliner
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto
 
-from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph, first_line
+from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS, check_optimizer
 from gnplace.importers.onnx_flops import (
@@ -100,6 +103,35 @@ from gnplace.importers.onnx_flops import (
     grad_flops,
     shared_grad_flops,
 )
+from gnplace.importers.onnx_model import (
+    KEEP_VALUES,
+    check_inner_sizes,
+    check_static_inputs,
+    evaluate_node,
+    fix_input_shapes,
+    has_schema,
+    held_values,
+    holds_external_value,
+    inline_constant_branches,
+    itemsize,
+    load_onnx,
+    read_small_external,
+    refuse_control_flow,
+    shape_text,
+    sort_nodes,
+    topological_order,
+    type_dims,
+    type_initializers,
+    without_weights,
+)
+from gnplace.importers.onnx_shapes import (
+    CONSTANT_OPS,
+    check_declared_shapes,
+    fold_shape_arithmetic,
+    infer_shapes,
+    result_size,
+    unshaped,
+)
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import canonical_kind
 
@@ -112,27 +144,6 @@ _FLOAT_TYPES = frozenset({
     *(getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
       if hasattr(TensorProto, n)),
 })
-
-
-#: The element types ONNX defines (``TensorProto.DataType`` but ``UNDEFINED``).
-_DEFINED_TYPES = frozenset(v for v in TensorProto.DataType.values() if v != TensorProto.UNDEFINED)
-
-
-#: Bits per element of the sub-byte ONNX types, which files store packed (``raw_data`` of ``ceil(n * bits / 8)``
-#: bytes): numpy's dtypes for them (ml_dtypes') take a byte per element.
-_PACKED_BITS = {getattr(TensorProto, name): bits for name, bits in (
-    ("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6),
-) if hasattr(TensorProto, name)}
-
-
-def _itemsize(elem_type: int) -> float:
-    """Bytes per element of an ONNX tensor type (sub-byte types count a fraction: 4-bit 0.5, 2-bit 0.25, 6-bit 0.75)."""
-    if elem_type in _PACKED_BITS:
-        return _PACKED_BITS[elem_type] / 8
-    try:
-        return float(onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
-    except (KeyError, TypeError, ValueError):
-        return 4.0
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -162,539 +173,6 @@ def parse_input_shape(text: str) -> tuple[str, list[int]]:
     if math.prod(sizes) > MAX_COUNT:
         raise InvalidArgument(f"bad input shape {text!r}: {math.prod(sizes):.3g} elements, over the limit of 2**62")
     return name, sizes
-
-
-def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
-    """Read an ONNX model without its weight values, checking that it is a whole, readable model.
-
-    Raises:
-        InvalidGraph: if the file is missing, truncated, not ONNX, or names values nothing produces.
-    """
-    if isinstance(model, onnx.ModelProto):
-        proto, source = model, "ONNX model"
-    else:
-        path = Path(model)
-        source = str(path)
-        from gnplace.limits import read_file
-
-        raw = read_file(path, InvalidGraph, "ONNX file")
-        proto = onnx.ModelProto()
-        try:
-            proto.ParseFromString(raw)
-        except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError and, on some inputs, others
-            raise InvalidGraph(f"{path}: not a readable ONNX model (corrupt, truncated or another format)") from err
-    if not proto.HasField("graph") or (not proto.graph.node and not proto.graph.output):
-        raise InvalidGraph(f"{source}: not an ONNX model (it holds no graph)")
-    if proto.ir_version <= 0 or not proto.opset_import:
-        raise InvalidGraph(f"{source}: not a readable ONNX model (no IR version or opset; corrupt or truncated?)")
-    _check_versions(proto, source)
-    _check_text(proto, source)
-    if proto.functions:
-        try:
-            proto = onnx.inliner.inline_local_functions(proto)
-        except Exception as err:  # noqa: BLE001
-            raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
-    _check_complete(proto, source)
-    _check_attribute_types(proto, source)
-    _refuse_control_flow(proto, source, _LOOPS)
-    return proto
-
-
-def external_data_files(path: str | os.PathLike[str]) -> set[Path]:
-    """The files beside the ONNX file ``path`` that hold its tensors' external data (resolved paths).
-
-    Read from the file's tensors (initializers, sparse initializers, ``Constant`` values); a file that is
-    not a readable model has none. Used to refuse an output that would overwrite a model's weights.
-    """
-    from gnplace.limits import read_file
-
-    try:
-        proto = onnx.ModelProto.FromString(read_file(path, InvalidGraph, "ONNX file"))
-    except Exception:  # noqa: BLE001 - not a readable model (or past the size limit): the importer says why
-        return set()
-    tensors = [*proto.graph.initializer, *(t for sp in proto.graph.sparse_initializer for t in (sp.values, sp.indices))]
-    tensors += [a.t for node in proto.graph.node for a in node.attribute if a.HasField("t")]
-    folder = Path(path).resolve().parent
-    return {
-        (folder / entry.value).resolve()
-        for tensor in tensors if tensor.data_location == TensorProto.EXTERNAL
-        for entry in tensor.external_data if entry.key == "location" and entry.value
-    }
-
-
-def _check_versions(proto: onnx.ModelProto, source: str) -> None:
-    """Refuse a model stamped with an IR version or a default-domain opset newer than the onnx package knows.
-
-    Its ops' meaning (inputs, attributes, shapes) is then unknown to shape inference and the FLOP rules,
-    which read them by the newest schema they have; ONNX Runtime refuses such a model too.
-
-    Raises:
-        UnsupportedGraph: naming the version, the newest known and the installed onnx.
-    """
-    if proto.ir_version > onnx.IR_VERSION:
-        raise UnsupportedGraph(f"{source}: IR version {proto.ir_version} is newer than onnx {onnx.__version__} reads "
-                               f"(up to {onnx.IR_VERSION}); upgrade onnx, or export the model again with it")
-    newest = onnx.defs.onnx_opset_version()
-    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    if opset > newest:
-        raise UnsupportedGraph(f"{source}: opset {opset} is newer than onnx {onnx.__version__} knows (up to {newest}); "
-                               f"upgrade onnx, or export the model again with opset_version={newest} or below")
-
-
-def _check_attribute_types(proto: onnx.ModelProto, source: str) -> None:
-    """Refuse an attribute without a type, or of another type than its op's schema gives it.
-
-    Shape inference lets both pass; the FLOP rules read the attribute as the schema's type
-    (``Gemm``'s ``transB`` as an integer), which raised a bare ``TypeError`` or ``ValueError``.
-
-    Raises:
-        InvalidGraph: naming the node, the attribute and both types.
-    """
-    names = onnx.AttributeProto.AttributeType.Name
-    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    for node in proto.graph.node:
-        schema = None
-        if node.domain in ("", "ai.onnx") and onnx.defs.has(node.op_type):
-            try:
-                schema = onnx.defs.get_schema(node.op_type, opset)
-            except onnx.defs.SchemaError:  # an op newer than the model's opset: shape inference says so
-                schema = None
-        for attribute in node.attribute:
-            want = schema.attributes.get(attribute.name) if schema is not None else None
-            expected = int(getattr(want.type, "value", 0)) if want is not None else None
-            if attribute.type != onnx.AttributeProto.UNDEFINED and expected in (None, attribute.type):
-                continue
-            label = node.name or node.op_type
-            untyped = attribute.type == onnx.AttributeProto.UNDEFINED
-            got = "with no type" if untyped else f"of type {names(attribute.type)}"
-            want_text = f", where ONNX's {node.op_type} takes type {names(expected)}" if expected is not None else ""
-            raise InvalidGraph(f"{source}: node {label!r} ({node.op_type}) has attribute {attribute.name!r} {got}"
-                               f"{want_text} (corrupt or hand-edited file?)")
-
-
-#: ONNX ops whose work lies in subgraphs run a data-dependent number of times (or on a chosen branch).
-_CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
-#: Of those, the loops: refused as the model is read. An ``If`` whose condition folds to a constant is replaced by
-#: the branch it takes (:func:`_inline_constant_branches`); one whose condition does not is refused after folding.
-_LOOPS = ("Loop", "Scan", "SequenceMap")
-
-
-def _refuse_control_flow(proto: onnx.ModelProto, source: str, kinds: Sequence[str] = _CONTROL_FLOW) -> None:
-    """Refuse a graph with control flow of ``kinds``: the work of its subgraphs is neither timed nor differentiated.
-
-    Raises:
-        UnsupportedGraph: naming the first such node.
-    """
-    for node in proto.graph.node:
-        if node.op_type in kinds and node.domain in ("", "ai.onnx"):
-            label = node.name or node.op_type
-            unknown = " on a condition that is not a constant" if node.op_type == "If" else ""
-            raise UnsupportedGraph(
-                f"{source}: node {label!r} is control flow ({node.op_type}){unknown}, whose subgraphs gnplace cannot "
-                "import: export the model with its branches and loops traced out (torch.onnx.export records "
-                "the path the example input takes)"
-            )
-
-
-def _constant_condition(name: str, proto: onnx.ModelProto) -> bool | None:
-    """The value of an ``If``'s condition where a ``Constant`` node or a held initializer gives it, else ``None``."""
-    from onnx import numpy_helper
-
-    opsets = {o.domain or "": int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")}
-    value: Any = None
-    try:
-        for node in proto.graph.node:
-            if list(node.output) == [name] and node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                value = _evaluate(node, {}, opsets)
-        for init in proto.graph.initializer:
-            if init.name == name and _held_values(init) is not None:
-                value = numpy_helper.to_array(init)
-    except Exception:  # noqa: BLE001 - a value the evaluator cannot read: not known
-        return None
-    if value is None or np.asarray(value).size != 1:
-        return None
-    return bool(np.asarray(value).reshape(-1)[0])
-
-
-def _branch_nodes(node: onnx.NodeProto, branch: onnx.GraphProto, taken: set[str]) -> list[onnx.NodeProto] | None:
-    """The nodes that stand for ``node`` (an ``If``) taking ``branch``, or ``None`` where they cannot.
-
-    The branch's nodes read the outer graph's values as they are; a value the branch makes whose name the outer
-    graph (or a branch inlined before) already holds is renamed; each branch output becomes the ``If``'s output
-    through an ``Identity`` (a view, folded). A branch with initializers, or a renamed value read inside a subgraph
-    of the branch, is left as it is (the ``If`` is then refused).
-    """
-    if branch.initializer or branch.sparse_initializer or len(branch.output) != len(node.output):
-        return None
-    made = [out for inner in branch.node for out in inner.output if out]
-    renamed: dict[str, str] = {}
-    for out in (out for out in made if out in taken):
-        fresh, k = f"{out}/{node.name or 'If'}", 0
-        while fresh in taken or fresh in made or fresh in renamed.values():
-            k += 1
-            fresh = f"{out}/{node.name or 'If'}_{k}"
-        renamed[out] = fresh
-    nodes = []
-    for inner in branch.node:
-        if renamed and any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in inner.attribute):
-            return None  # its subgraphs may read a renamed value
-        copy = onnx.NodeProto()
-        copy.CopyFrom(inner)
-        for field in (copy.input, copy.output):
-            for i, x in enumerate(field):
-                field[i] = renamed.get(x, x)
-        nodes.append(copy)
-    label = node.name or "If"
-    for out, inner_out in zip(node.output, branch.output):
-        if out:
-            nodes.append(onnx.helper.make_node("Identity", [renamed.get(inner_out.name, inner_out.name)], [out],
-                                               name=f"{label}/{out}"))
-    taken.update(renamed.get(out, out) for out in made)
-    return nodes
-
-
-def _inline_constant_branches(proto: onnx.ModelProto, source: str) -> bool:
-    """Replace, in ``proto``, each ``If`` whose condition is a constant by the branch it takes; whether any was.
-
-    ``torch.onnx.export(dynamo=False)`` writes one for ``nn.LocalResponseNorm`` from opset 11 on (its
-    ``squeeze(1)``, on whether that dim's size is 1), which :func:`_fold_shape_arithmetic` folds; the model was
-    refused as control flow. The graph is then put back in topological order and checked as a read model is.
-    """
-    graph = proto.graph
-    taken = ({i.name for i in graph.initializer} | {i.name for i in graph.input}
-             | {out for n in graph.node for out in n.output if out})
-    nodes: list[onnx.NodeProto] = []
-    inlined = False
-    for node in graph.node:
-        condition = (_constant_condition(node.input[0], proto)
-                     if node.op_type == "If" and node.domain in ("", "ai.onnx") and node.input else None)
-        branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
-        branch = branches.get("then_branch" if condition else "else_branch") if condition is not None else None
-        taken_nodes = _branch_nodes(node, branch, taken) if branch is not None else None
-        if taken_nodes is None:
-            nodes.append(node)
-            continue
-        nodes.extend(taken_nodes)
-        inlined = True
-    if not inlined:
-        return False
-    del graph.node[:]
-    graph.node.extend(nodes)
-    _check_text(proto, source)
-    _check_complete(proto, source)
-    _check_attribute_types(proto, source)
-    _refuse_control_flow(proto, source, _LOOPS)
-    _sort_nodes(proto, source)
-    return True
-
-
-def _sort_nodes(proto: onnx.ModelProto, source: str) -> None:
-    """Put the nodes of ``proto`` in an order where each value is made before it is read.
-
-    Shape inference reads the nodes in file order.
-
-    Raises:
-        InvalidGraph: for a graph with a cycle.
-    """
-    graph = proto.graph
-    order = _topological(graph.node, {i.name for i in graph.initializer} | {i.name for i in graph.input}, source)
-    if order != sorted(order):
-        nodes = [onnx.NodeProto.FromString(graph.node[i].SerializeToString()) for i in order]
-        del graph.node[:]
-        graph.node.extend(nodes)
-
-
-def _check_text(proto: onnx.ModelProto, source: str) -> None:
-    """Raise if a name or op type of the graph is not UTF-8 text (protobuf then hands out bytes).
-
-    Raises:
-        InvalidGraph: naming the node, for a corrupt file whose strings do not decode.
-    """
-    graph = proto.graph
-    named = [*graph.input, *graph.output, *graph.value_info, *graph.initializer]
-    if any(not isinstance(item.name, str) for item in named):
-        raise InvalidGraph(f"{source}: not a readable ONNX model (a tensor name is not UTF-8 text; corrupt?)")
-    for i, node in enumerate(graph.node):
-        texts = [node.name, node.op_type, node.domain, *node.input, *node.output]
-        if any(not isinstance(t, str) for t in texts):
-            raise InvalidGraph(f"{source}: not a readable ONNX model (node {i} has a name that is not UTF-8 text)")
-
-
-def _check_inner_sizes(
-    kind: str, attrs: dict[str, Any], shapes: Sequence[tuple[int, ...] | None], label: str, source: str
-) -> None:
-    """Refuse a ``MatMul`` or ``Gemm`` whose operands' inner sizes differ (shape inference lets it pass).
-
-    Raises:
-        InvalidGraph: naming the node and both shapes.
-    """
-    if kind not in ("MatMul", "Gemm") or len(shapes) < 2 or shapes[0] is None or shapes[1] is None:
-        return
-    a, b = shapes[0], shapes[1]
-    if len(a) < 1 or len(b) < 1:
-        return
-    if kind == "MatMul":
-        inner_a, inner_b = a[-1], (b[-2] if len(b) >= 2 else b[0])
-    elif len(a) == 2 and len(b) == 2:
-        inner_a = a[0] if int(attrs.get("transA", 0)) else a[1]
-        inner_b = b[1] if int(attrs.get("transB", 0)) else b[0]
-    else:
-        return
-    if inner_a != inner_b:
-        raise InvalidGraph(f"{source}: node {label!r} ({kind}) multiplies shapes {list(a)} and {list(b)}, whose "
-                           f"inner sizes differ ({inner_a} against {inner_b})")
-
-
-def _check_complete(proto: onnx.ModelProto, source: str) -> None:
-    g = proto.graph
-    made: set[str] = {i.name for i in g.initializer} | {i.name for i in g.input}
-    for node in g.node:
-        for name in node.output:
-            if name and name in made:
-                label = node.name or node.op_type
-                raise InvalidGraph(f"{source}: value {name!r} is assigned twice (again by node {label!r}); an ONNX "
-                                   "graph assigns each value once")
-            made.add(name)
-    known = made | {i.values.name for i in g.sparse_initializer} | {""}
-    for node in g.node:
-        for name in node.input:
-            if name not in known:
-                label = node.name or node.op_type
-                raise InvalidGraph(f"{source}: node {label!r} ({node.op_type}) reads {name!r}, which no node, "
-                                   f"initializer or input produces (truncated or malformed file?)")
-    for out in g.output:
-        if out.name not in known:
-            raise InvalidGraph(
-                f"{source}: graph output {out.name!r} is produced by no node (truncated or malformed file?)"
-            )
-    for init in g.initializer:
-        if init.data_type not in _DEFINED_TYPES:  # (type 0 or 999: its weight was taken for no weight, silently)
-            raise InvalidGraph(f"{source}: initializer {init.name!r} has element type {init.data_type}, which ONNX "
-                               "does not define (malformed file?)")
-        if any(d < 0 for d in init.dims):  # (a negative size: its weight was taken for no weight, silently)
-            raise InvalidGraph(f"{source}: initializer {init.name!r} has the shape {list(init.dims)}, with a negative "
-                               "dimension (malformed file?)")
-        # the values of small initializers feed shape inference: check they are whole (weights are never read)
-        numel = math.prod(init.dims)
-        if numel > _KEEP_VALUES or init.data_location == TensorProto.EXTERNAL or not init.HasField("raw_data"):
-            continue
-        expected = math.ceil(numel * _itemsize(init.data_type))
-        if len(init.raw_data) != expected:
-            raise InvalidGraph(f"{source}: initializer {init.name!r} holds {len(init.raw_data)} bytes, its shape "
-                               f"{list(init.dims)} needs {expected} (truncated or malformed file?)")
-
-
-def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
-    """The dims of a tensor type (int, symbolic name or None), or None if it has no shape."""
-    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
-        return None
-    dims: list[int | str | None] = []
-    for d in type_proto.tensor_type.shape.dim:
-        if d.HasField("dim_value") and d.dim_value > 0:
-            dims.append(int(d.dim_value))
-        elif d.HasField("dim_value") and d.dim_value == 0:
-            dims.append(0)
-        else:
-            dims.append(d.dim_param or None)
-    return dims
-
-
-#: Initializers up to this many elements keep their values (shape computations may read them);
-#: larger ones are weights, whose values the importer never reads.
-_KEEP_VALUES = 4096
-_DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data",
-                "external_data")
-
-
-def _without_weights(proto: onnx.ModelProto, source: str, *, copy: bool) -> onnx.ModelProto:
-    """``proto`` with the values of large initializers dropped (their names, types and dims stay).
-
-    Sparse initializers become dense ones (:func:`_dense_of_sparse`), and so does the ``sparse_value`` of a
-    ``Constant`` where it is small and held.
-
-    Raises:
-        InvalidGraph: for a sparse initializer whose indices do not fit its shape or its values.
-    """
-    if copy:
-        light = onnx.ModelProto()
-        light.CopyFrom(proto)
-        proto = light
-    for sparse in proto.graph.sparse_initializer:  # a dense one, holding its values where it is small
-        proto.graph.initializer.add().CopyFrom(_dense_of_sparse(sparse, source))
-    proto.graph.ClearField("sparse_initializer")
-    for node in proto.graph.node:  # a small Constant's sparse_value, which shape inference does not read: dense
-        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
-            continue
-        for attribute in node.attribute:
-            if attribute.name == "sparse_value" and attribute.HasField("sparse_tensor"):
-                dense = _dense_of_sparse(attribute.sparse_tensor, source, f"node {node.name or 'Constant'!r}'s value")
-                if _held_values(dense) is not None:
-                    attribute.CopyFrom(onnx.helper.make_attribute("value", dense))
-    for init in proto.graph.initializer:
-        if math.prod(init.dims) > _KEEP_VALUES:
-            for field in _DATA_FIELDS:
-                init.ClearField(field)
-            init.data_location = TensorProto.DEFAULT
-    return proto
-
-
-def _type_initializers(proto: onnx.ModelProto) -> None:
-    """Let shape inference read the initializers of an IR version 3 file that are not graph inputs.
-
-    IR version 3 lists every initializer among the graph inputs, and ONNX's shape inference reads the types of
-    those alone: an initializer the file does not list (which onnx.checker refuses) was
-    of no type, and the first op reading it had no static shape ("the op may be data-dependent", with advice to give
-    ``--input-shape``). IR version 4 reads every initializer, listed or not, and means the same for one listed: the
-    version of ``proto`` is raised to 4 where it holds an initializer it does not list.
-    """
-    listed = {value.name for value in proto.graph.input}
-    if proto.ir_version < 4 and any(init.name not in listed for init in proto.graph.initializer):
-        proto.ir_version = 4
-
-
-def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str, what: str = "sparse initializer") -> TensorProto:
-    """The dense initializer a sparse one stands for, with its values where it is small and holds them.
-
-    Shape inference reads the values of small tensors (a ``Reshape``'s target shape) from dense initializers
-    alone: a sparse one's, stood for by a dense one of no values, was refused as a ``Reshape`` that cannot
-    take its inputs ("expected num elements 2 does not match the actual num elements 0"). One of more than
-    :data:`_KEEP_VALUES` elements (a weight), or whose values or indices lie in external data, keeps only its
-    name, type and dims; the second, small, is marked as external data of no file (:data:`_SPARSE_EXTERNAL`), so
-    that shape inference, if it needs its value, is refused by :func:`_unread_external` naming it (it read as a
-    tensor of 0 elements: "Reshape cannot take its inputs ... expected num elements 2 does not match the actual
-    num elements 0").
-
-    Raises:
-        InvalidGraph: if its shape has a negative dimension, or its indices are not one per value, each
-            inside its shape (as ``[NNZ]`` linear or ``[NNZ, rank]`` coordinates).
-    """
-    values, dims, name = sparse.values, [int(d) for d in sparse.dims], sparse.values.name
-    if any(d < 0 for d in dims):
-        raise InvalidGraph(f"{source}: {what} {name!r} has the shape {dims}, with a negative dimension "
-                           "(malformed file?)")
-    dense = TensorProto(name=name, data_type=values.data_type, dims=dims)
-    external = TensorProto.EXTERNAL in (values.data_location, sparse.indices.data_location)
-    if math.prod(dims) > _KEEP_VALUES:
-        return dense
-    if external:
-        dense.data_location = TensorProto.EXTERNAL
-        dense.external_data.add(key=_SPARSE_EXTERNAL, value="1")
-        return dense
-    try:
-        held = numpy_helper.to_array(values).reshape(-1)
-        indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-    except Exception:  # noqa: BLE001 - values numpy cannot read tell nothing: its dims stay
-        return dense
-    numel = math.prod(dims)
-    try:
-        if indices.ndim == 2 and dims and indices.shape[1] == len(dims):
-            linear = np.ravel_multi_index(tuple(indices.T), dims) if indices.size else indices.reshape(-1)
-        elif indices.ndim == 1:
-            linear = indices
-        else:
-            raise ValueError("indices neither [NNZ] nor [NNZ, rank]")
-        if len(linear) != held.size or (linear.size and (linear.min() < 0 or linear.max() >= numel)):
-            raise ValueError("indices outside the shape, or not one per value")
-    except ValueError:
-        raise InvalidGraph(f"{source}: {what} {name!r} of shape {dims} holds {held.size} values at "
-                           f"indices of shape {list(indices.shape)} that do not fit it (one index per value, each "
-                           "inside the shape; malformed file?)") from None
-    flat = np.zeros(numel, dtype=held.dtype)
-    flat[linear] = held
-    filled = numpy_helper.from_array(flat.reshape(dims), name)
-    return filled if filled.data_type == values.data_type else dense
-
-
-#: The key that marks, in its ``external_data``, the dense stand-in of a small sparse initializer whose values or
-#: indices lie in external data (which gnplace does not read).
-_SPARSE_EXTERNAL = "gnplace.sparse_external"
-
-
-def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]], source: str) -> None:
-    """Give the inputs of ``g`` the sizes of ``input_shapes``, and drop the shapes recorded for the old ones.
-
-    A symbolic input dim (``"N"``) is bound to the size given for it, in every input that names it (the
-    inputs not given included: ``mask [batch]`` gets the batch given for ``x [batch, 16]``). The declared
-    shapes of the outputs of ops that ONNX has no schema for (inference cannot recompute them) are kept, with the
-    bound dims replaced by their sizes; all other declared shapes of values are dropped.
-
-    Raises:
-        UnknownName: if ``input_shapes`` names no input of ``g``.
-        InvalidArgument: for a size below 1, a rank or fixed size the model contradicts, or two sizes of one
-            symbolic dim.
-    """
-    inits = {i.name for i in g.initializer}
-    inputs = {i.name: i for i in g.input if i.name not in inits}
-    bound: dict[str, tuple[int, str]] = {}  # symbolic dim name -> the size the inputs give it, and the first input
-    for name, sizes in input_shapes.items():
-        if name not in inputs:
-            raise UnknownName(f"{source}: --input-shape names {name!r}, which is not an input of the model "
-                              f"(inputs: {', '.join(inputs) or 'none'})")
-        sizes = [int(s) for s in sizes]
-        if any(s <= 0 for s in sizes):
-            raise InvalidArgument(f"{source}: input shape {name}={','.join(map(str, sizes))} has a size below 1")
-        if not inputs[name].type.HasField("tensor_type"):  # a sequence, a map or no type: sizes cannot make it one
-            raise UnsupportedGraph(f"{source}: input {name!r} is not a tensor; only tensor inputs are supported")
-        tensor_type = inputs[name].type.tensor_type
-        declared = _dims(inputs[name].type)
-        if declared is not None:
-            if len(declared) != len(sizes):
-                raise InvalidArgument(f"{source}: input {name!r} has {len(declared)} dimensions "
-                                       f"{_show(declared)}, --input-shape gives {len(sizes)}")
-            for axis, (d, s) in enumerate(zip(declared, sizes)):
-                if isinstance(d, int) and d != s:
-                    raise InvalidArgument(f"{source}: input {name!r} has fixed size {d} at dimension {axis} "
-                                           f"{_show(declared)}, --input-shape gives {s}")
-        tensor_type.ClearField("shape")
-        for s in sizes:
-            tensor_type.shape.dim.add().dim_value = s
-        for d, s in zip(declared or (), sizes):
-            if isinstance(d, str) and d in bound and bound[d][0] != s:  # ONNX: a dim name is one size in a graph
-                raise InvalidArgument(f"{source}: --input-shape gives dimension {d!r} two sizes, {bound[d][0]} "
-                                      f"(input {bound[d][1]!r}) and {s} (input {name!r}); ONNX holds a named "
-                                      "dimension at one size across the graph")
-            if isinstance(d, str):
-                bound.setdefault(d, (s, name))
-    sizes_of = {d: size for d, (size, _) in bound.items()}
-    for name, value in inputs.items():  # an input not given, of a dim a given one names (mask [batch] of x's batch)
-        if name not in input_shapes:
-            _bind_dims(value.type, sizes_of)
-    # shapes recorded for the old sizes would contradict the new ones: inference computes them again, except
-    # those of outputs of ops it has no schema for (com.microsoft ...), whose declared shapes get the new sizes
-    keep = _schemaless_outputs(g)
-    kept = [vi for vi in g.value_info if vi.name in keep]
-    for vi in kept:
-        _bind_dims(vi.type, sizes_of)
-    del g.value_info[:]
-    g.value_info.extend(kept)
-    for out in g.output:
-        if out.name in keep:
-            _bind_dims(out.type, sizes_of)
-        elif out.type.HasField("tensor_type"):
-            out.type.tensor_type.ClearField("shape")
-
-
-def _has_schema(node: onnx.NodeProto) -> bool:
-    """Whether ONNX knows the node's op type, so that shape inference can compute its outputs."""
-    return onnx.defs.has(node.op_type, "" if node.domain == "ai.onnx" else node.domain)
-
-
-def _schemaless_outputs(g: onnx.GraphProto) -> set[str]:
-    """Outputs of the nodes ONNX has no schema for (com.microsoft ops, ...): only the file declares their shapes."""
-    return {out for node in g.node if not _has_schema(node) for out in node.output if out}
-
-
-def _bind_dims(type_proto: onnx.TypeProto, sizes: Mapping[str, int]) -> None:
-    """Replace, in a tensor type, each symbolic dim named in ``sizes`` by its size (in elements)."""
-    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
-        return
-    for d in type_proto.tensor_type.shape.dim:
-        if d.HasField("dim_param") and d.dim_param in sizes:
-            d.dim_value = sizes[d.dim_param]  # dim_value and dim_param are one field: this clears the name
-
-
-def _show(dims: Sequence[int | str | None]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
 def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
@@ -751,31 +229,6 @@ def _innermost_class(node: onnx.NodeProto) -> str:
     """The class of the innermost module whose forward ran the node (``pkg.torch.onnx.class_hierarchy``), or ``""``."""
     hierarchy = _metadata_list(node, "pkg.torch.onnx.class_hierarchy")
     return str(hierarchy[-2]) if hierarchy is not None and len(hierarchy) >= 2 else ""
-
-
-def _topological(nodes: Sequence[onnx.NodeProto], ready: set[str], source: str) -> list[int]:
-    """Node indices in an order where every value is produced before it is read."""
-    producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
-    waiting = [sum(1 for x in set(n.input) if x and x not in ready and x in producer) for n in nodes]
-    readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for x in set(n.input):
-            if x and x not in ready and x in producer:
-                readers.setdefault(x, []).append(i)
-    order = [i for i, w in enumerate(waiting) if w == 0]
-    head = 0
-    while head < len(order):
-        i = order[head]
-        head += 1
-        for out in nodes[i].output:
-            for j in readers.get(out, []):
-                waiting[j] -= 1
-                if waiting[j] == 0:
-                    order.append(j)
-    if len(order) != len(nodes):
-        stuck = next(n for i, n in enumerate(nodes) if waiting[i] > 0)
-        raise InvalidGraph(f"{source}: the graph has a cycle through node {stuck.name or stuck.op_type!r}")
-    return order
 
 
 def from_onnx(
@@ -846,28 +299,28 @@ def from_onnx(
         default_name = Path(model).name.removesuffix(".onnx")
         folder = os.path.dirname(os.path.abspath(model))
     folded = _folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
-    proto = _without_weights(proto, source, copy=proto is model)
-    _type_initializers(proto)
+    proto = without_weights(proto, source, copy=proto is model)
+    type_initializers(proto)
     if folder is not None:
-        _read_small_external(proto, folder, source)
-    _sort_nodes(proto, source)
+        read_small_external(proto, folder, source)
+    sort_nodes(proto, source)
     if input_shapes:
-        _fix_input_shapes(proto.graph, input_shapes, source)
-    _check_static_inputs(proto, source)
-    inferred = _infer_shapes(proto, source)
+        fix_input_shapes(proto.graph, input_shapes, source)
+    check_static_inputs(proto, source)
+    inferred = infer_shapes(proto, source)
     # Shape arithmetic data propagation leaves open (torch.chunk's Shape -> Div -> Slice), until nothing more folds:
     # a layer's sizes may be known only once the layer before it is folded (swin_t exported at opset 13 takes 27
     # rounds, one shifted window after another). Each round folds or inlines a node, so it ends.
     for _ in range(len(proto.graph.node) + 1):
-        if _inline_constant_branches(proto, source):  # an If on a folded condition: the branch it takes
-            inferred = _infer_shapes(proto, source)
+        if inline_constant_branches(proto, source):  # an If on a folded condition: the branch it takes
+            inferred = infer_shapes(proto, source)
             continue
         branching = any(node.op_type == "If" for node in proto.graph.node)
-        if not (_unshaped(inferred) or branching) or not _fold_shape_arithmetic(proto, inferred, folder):
+        if not (unshaped(inferred) or branching) or not fold_shape_arithmetic(proto, inferred, folder):
             break
-        inferred = _infer_shapes(proto, source)
-    _refuse_control_flow(proto, source)  # an If whose condition did not fold
-    _check_declared_shapes(proto, inferred, source)
+        inferred = infer_shapes(proto, source)
+    refuse_control_flow(proto, source)  # an If whose condition did not fold
+    check_declared_shapes(proto, inferred, source)
     builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable, bool(allow_unknown_ops),
                        frozen, shapes_given=bool(input_shapes), folded=folded)
     graph_meta = {
@@ -880,361 +333,6 @@ def from_onnx(
         **dict(meta or {}),
     }
     return builder.build(name or default_name, graph_meta)
-
-
-def _infer_shapes(
-    proto: onnx.ModelProto, source: str, *, strict: bool = False, shown: onnx.ModelProto | None = None
-) -> onnx.ModelProto:
-    """ONNX shape inference with data propagation (shape computations on static shapes).
-
-    Not ``strict``, a node inference cannot type (a ``MatMul`` of a scalar) keeps the shape the file
-    declares for its output; ``strict``, it is refused, with its input shapes as ``shown`` (a model
-    inferred before; default: ``proto``) holds them. Strict data propagation cannot read a small
-    tensor whose value lies in external data: there the nodes are checked without it, and the shapes
-    come from inference that is not strict.
-
-    Raises:
-        UnsupportedGraph: if inference fails (not ``strict``), with its first line.
-        InvalidGraph: if a node's inputs do not fit its op (``strict``), with inference's words.
-    """
-    try:
-        return onnx.shape_inference.infer_shapes(proto, strict_mode=strict, data_prop=True)
-    except onnx.shape_inference.InferenceError as err:
-        if not strict:
-            raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first_line(err)}") from err
-        if _EXTERNAL_VALUE not in str(err):
-            raise InvalidGraph(f"{source}: {_inference_errors(err, shown or proto)}") from err
-        try:
-            onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=False)
-        except onnx.shape_inference.InferenceError as without_values:
-            if _EXTERNAL_VALUE in str(without_values):  # the op reads the value itself (a Reshape's shape)
-                raise InvalidGraph(_unread_external(without_values, source, proto)) from without_values
-            raise InvalidGraph(f"{source}: {_inference_errors(without_values, shown or proto)}") from without_values
-        return _infer_shapes(proto, source)
-    except Exception as err:  # noqa: BLE001 - onnx raises several types here
-        raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first_line(err)}") from err
-
-
-#: Strict data propagation's complaint about a tensor whose value lies in external data (onnx 1.17-1.23).
-_EXTERNAL_VALUE = "Cannot parse data from external tensors"
-
-
-def _unread_external(err: Exception, source: str, proto: onnx.ModelProto | None = None) -> str:
-    """The refusal of a model whose small tensor shape inference needs lies in external data that was not read.
-
-    A sparse initializer's (its stand-in in ``proto`` marked :data:`_SPARSE_EXTERNAL`) is refused as such: gnplace
-    reads no sparse tensor's external data, whatever file holds it.
-    """
-    found = re.search(r"for tensor: ([^\s]+)", str(err))
-    tensor = f"tensor {found.group(1)!r}" if found else "a tensor"
-    if found is not None and proto is not None and any(
-            init.name == found.group(1) and any(entry.key == _SPARSE_EXTERNAL for entry in init.external_data)
-            for init in proto.graph.initializer):
-        return (f"{source}: sparse initializer {found.group(1)!r} keeps its values or indices in external data, "
-                "which gnplace does not read for sparse tensors, and shape inference needs its value (save the model "
-                "without external data for it, or store it as a dense initializer)")
-    return (f"{source}: the value of {tensor}, which shape inference needs, lies in external data that cannot be "
-            "read (its file is missing, truncated or outside the model's folder, or the model was loaded without "
-            "it: keep the data file beside the ONNX file, as saved, and give the ONNX file's path)")
-
-
-def _inference_errors(err: Exception, proto: onnx.ModelProto) -> str:
-    """Strict shape inference's first complaint, with the node's input shapes as the file gives them.
-
-    ``node 'mm' (MatMul) cannot take inputs of shapes [] and [16, 4]: Input tensors of wrong rank (0).``
-    """
-    text = re.sub(r"^\[ShapeInferenceError\] Inference error\(s\):\s*", "", first_line(err))
-    found = re.match(r"\(op_type:(\w+)(?:, node name: ([^)]*))?\):\s*(?:\[\w+\]\s*)?(.*)", text)
-    if found is None:
-        return f"a node's inputs do not fit its op: {text}"
-    op_type, name, complaint = found.groups()
-    node = next((n for n in proto.graph.node if (n.name or n.op_type) == (name or op_type) and n.op_type == op_type),
-                None)
-    if node is None:
-        return f"node {name or op_type!r} ({op_type}) cannot take its inputs: {complaint}"
-    dims: dict[str, Any] = {init.name: list(init.dims) for init in proto.graph.initializer} | _value_dims(proto)
-    shapes = " and ".join("?" if dims.get(x) is None else _show(dims[x] or []) for x in node.input if x)
-    return f"node {name or op_type!r} ({op_type}) cannot take its inputs (of shapes {shapes}): {complaint}"
-
-
-def _check_declared_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, source: str) -> None:
-    """Refuse a file whose declared shape of a value contradicts the shape its op computes.
-
-    ONNX shape inference, when not strict, keeps a declared ``value_info`` or graph output shape
-    that conflicts with the op (one left over from model surgery), and the FLOP would be counted
-    at it. The shapes of ``inferred`` are compared with those inferred again with the declared
-    shapes of node outputs dropped (but for ops ONNX has no schema for, whose declared shapes are
-    the only ones); only values static in both are compared, so a declared shape that is merely
-    less specific (symbolic dims) passes. That second inference is strict: a node whose inputs its op
-    cannot take (a ``Gemm`` of a vector), which the first left at the shape the file declares, is refused.
-
-    Raises:
-        InvalidGraph: naming the first such value in graph order, its node and both shapes; or a node
-            whose inputs do not fit its op.
-    """
-    g = proto.graph
-    produced = {out for node in g.node for out in node.output if out}
-    keep = _schemaless_outputs(g)
-    recheck = produced - keep
-    bare = onnx.ModelProto()
-    bare.CopyFrom(proto)
-    kept = [v for v in bare.graph.value_info if v.name not in recheck]
-    del bare.graph.value_info[:]
-    bare.graph.value_info.extend(kept)
-    for out in bare.graph.output:
-        if out.name in recheck and out.type.HasField("tensor_type"):
-            out.type.tensor_type.ClearField("shape")
-    # strict: a node whose inputs do not fit its op is refused
-    computed = _value_dims(_infer_shapes(bare, source, strict=True, shown=inferred))
-    if not any(_dims(v.type) is not None for v in [*g.value_info, *g.output] if v.name in recheck):
-        return  # nothing declared that inference computes: nothing to contradict it
-    used = _value_dims(inferred)
-    for node in g.node:
-        for out in node.output:
-            declared, own = used.get(out), computed.get(out)
-            if out not in recheck or not _static(declared) or not _static(own) or declared == own:
-                continue
-            raise InvalidGraph(
-                f"{source}: value {out!r} is declared with shape {_show(declared or [])}, but node "
-                f"{node.name or node.op_type!r} ({node.op_type}) computes {_show(own or [])} (stale value_info or "
-                "output shape, left by an edit after export? re-export the model or drop the declared shapes)"
-            )
-
-
-def _static(dims: Sequence[int | str | None] | None) -> bool:
-    """Whether ``dims`` is a known shape with every size a number."""
-    return dims is not None and all(isinstance(d, int) for d in dims)
-
-
-#: Ops folded to constants when all their inputs are known small tensors: the arithmetic of shape computations.
-_SHAPE_OPS = frozenset({
-    "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Floor", "Ceil", "Min", "Max", "Gather", "Concat",
-    "Unsqueeze", "Squeeze", "Slice", "Cast", "Reshape", "Equal", "Less", "Greater", "Not", "Where", "Range",
-    "ConstantOfShape", "Identity", "ReduceProd", "ReduceSum", "Expand", "Tile", "Transpose",
-})
-#: Ops whose result :meth:`_Builder.constant_value` computes when their inputs are constants (a ``Dropout``'s
-#: ``training_mode`` as ``Not`` of a constant, its ratio as a ``Cast`` of one): shape arithmetic and logic.
-_CONSTANT_OPS = _SHAPE_OPS | {"And", "Or", "Xor", "LessOrEqual", "GreaterOrEqual", "CastLike"}
-#: Element types of shape arithmetic (whole numbers and flags): only these are folded.
-_INDEX_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8, TensorProto.UINT64,
-                          TensorProto.UINT32, TensorProto.UINT16, TensorProto.UINT8, TensorProto.BOOL})
-#: Most elements of a folded value: shape computations are small.
-_FOLD_LIMIT = 4096
-
-
-def _value_dims(inferred: onnx.ModelProto) -> dict[str, list[int | str | None] | None]:
-    """The dims of every value whose type the (shape-inferred) model declares, by name."""
-    g = inferred.graph
-    return {v.name: _dims(v.type) for v in [*g.value_info, *g.output, *g.input]}
-
-
-def _unshaped(inferred: onnx.ModelProto) -> bool:
-    """Whether some node output has no static shape after inference."""
-    dims = _value_dims(inferred)
-    return any(out and (dims.get(out) is None or any(not isinstance(d, int) for d in dims[out] or ()))
-               for node in inferred.graph.node for out in node.output)
-
-
-def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, folder: str | None) -> bool:
-    """Replace, in ``proto``, the shape computations on static shapes by constants; whether any was.
-
-    ``Shape`` and ``Size`` of a value whose shape is inferred become its sizes, and then each
-    :data:`_SHAPE_OPS` node whose inputs are all known small tensors (constants, small initializers,
-    values folded before it) becomes a ``Constant`` of its value, computed by ONNX's reference
-    evaluator. Shape inference's data propagation covers part of this; it stops at ``Div``, so the
-    split sizes of ``torch.chunk`` exports (``Shape -> Gather -> Add -> Div -> Mul -> Slice``) were
-    left unknown, and at ``Transpose``, so the pads of every ``F.pad`` (``nn.ZeroPad2d``) that
-    ``torch.onnx.export(dynamo=False)`` writes (``ConstantOfShape -> Concat -> Reshape -> Slice -> Transpose ->
-    Reshape -> Cast -> Pad``) were too, and the model was refused. Results are whole numbers, or floats computed
-    from a ``Shape`` or ``Size`` (the scales of opset 9's ``Upsample``, ``target / float(Shape(x)[2:])``); a float
-    from no size may be a weight, and is left as it is.
-
-    A small initializer kept in a file beside the model (external data) is read from ``folder``, the
-    model file's folder, never from the working directory; a loaded model's (``folder`` :obj:`None`)
-    is not known.
-    """
-    from onnx import helper, numpy_helper
-
-    shapes = _value_dims(inferred)
-    opsets = {o.domain or "": int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")}
-    known: dict[str, Any] = {}
-    for init in proto.graph.initializer:  # whole numbers only: a small float initializer may be a weight
-        if init.data_type in _INDEX_TYPES and math.prod(init.dims) <= _FOLD_LIMIT:
-            external = init.data_location == TensorProto.EXTERNAL
-            if external and (folder is None or not _external_file_is_regular(init, folder)):
-                continue
-            try:
-                known[init.name] = numpy_helper.to_array(init, base_dir=folder or "")
-            except Exception:  # noqa: BLE001 - an initializer numpy cannot read is simply not known
-                continue
-    sized: set[str] = set()  # values computed from a Shape or Size: a float among them is a size, no weight
-    folded = 0
-    for index, node in enumerate(proto.graph.node):
-        if node.domain not in ("", "ai.onnx") or len(node.output) != 1 or not node.output[0] or _external_value(node):
-            continue
-        out = str(node.output[0])
-        value = None
-        try:
-            if node.op_type == "Constant":
-                known[out] = _evaluate(node, {}, opsets)
-                continue
-            if node.op_type in ("Shape", "Size") and node.input:
-                dims = shapes.get(node.input[0])
-                if dims is None or any(not isinstance(d, int) for d in dims):
-                    continue
-                sizes = [int(d) for d in dims if isinstance(d, int)]
-                if node.op_type == "Size":
-                    value = np.asarray(math.prod(sizes), dtype=np.int64)
-                else:
-                    attrs = {str(a.name): int(helper.get_attribute_value(a)) for a in node.attribute}
-                    value = np.asarray(sizes, dtype=np.int64)[attrs.get("start", 0):attrs.get("end", len(sizes))]
-            elif node.op_type in _SHAPE_OPS and node.input and all(x == "" or x in known for x in node.input):
-                if _result_size(node, known) > _FOLD_LIMIT:
-                    continue  # a Range or ConstantOfShape of 10**8 elements is no shape: never built
-                value = _evaluate(node, {x: known[x] for x in node.input if x}, opsets)
-            else:
-                continue
-        except Exception:  # noqa: BLE001 - a node the evaluator cannot compute stays as it is
-            continue
-        from_sizes = node.op_type in ("Shape", "Size") or any(x in sized for x in node.input)
-        if value is None or value.size > _FOLD_LIMIT or (value.dtype.kind not in "iub" and not from_sizes):
-            continue  # shape arithmetic is in whole numbers, or floats of sizes (Upsample's scales at opset 9)
-        if from_sizes:
-            sized.add(out)
-        known[out] = value
-        constant = helper.make_node("Constant", [], [out], name=node.name, value=numpy_helper.from_array(value, out))
-        proto.graph.node[index].CopyFrom(constant)
-        folded += 1
-    return folded > 0
-
-
-#: Ops (of :data:`_CONSTANT_OPS`) whose output has the broadcast shape of their inputs.
-_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Min", "Max", "Equal", "Less", "Greater", "Where", "And",
-                           "Or", "Xor", "LessOrEqual", "GreaterOrEqual"})
-
-
-def _result_size(node: onnx.NodeProto, known: Mapping[str, Any]) -> float:
-    """An upper bound on the elements of a :data:`_CONSTANT_OPS` node's output on the ``known`` inputs.
-
-    Read from the inputs' shapes and, for ``Range``, ``ConstantOfShape``, ``Expand`` and ``Tile``,
-    their values, before anything is computed; ``inf`` where it cannot be bounded.
-    """
-    try:
-        given = {i: np.asarray(known[x]) for i, x in enumerate(node.input) if x}  # an absent optional input: none
-        shapes = [v.shape for v in given.values()]
-        op = node.op_type
-        if op == "Range":
-            start, limit, delta = (float(given[i].reshape(-1)[0]) for i in range(3))
-            return max(0.0, math.ceil((limit - start) / delta)) if delta != 0 else math.inf
-        if op == "ConstantOfShape":
-            return float(math.prod(max(0, int(d)) for d in given[0].reshape(-1)))
-        if op == "Expand":
-            target = tuple(int(d) for d in given[1].reshape(-1))
-            return float(math.prod(np.broadcast_shapes(given[0].shape, target)))
-        if op == "Tile":
-            repeats = [int(r) for r in given[1].reshape(-1)]
-            return float(math.prod(d * max(0, r) for d, r in zip(given[0].shape, repeats, strict=True)))
-        if op == "Gather":
-            axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
-            data, indices = shapes[0], shapes[1]
-            return float(math.prod(data) // max(1, data[axis]) * math.prod(indices))
-        if op == "Concat":
-            return float(sum(math.prod(shape) for shape in shapes))
-        if op in _BROADCASTING:
-            return float(math.prod(np.broadcast_shapes(*shapes)))
-        return float(max((math.prod(shape) for shape in shapes), default=0))  # the same elements or fewer
-    except Exception:  # noqa: BLE001 - shapes or values that cannot be read: not folded
-        return math.inf
-
-
-def _external_value(node: onnx.NodeProto) -> bool:
-    """Whether a tensor in ``node``'s attributes (a ``Constant``'s value, ``ConstantOfShape``'s) is external data.
-
-    ONNX's reference evaluator reads such a tensor from the working directory, whatever folder the model is
-    in: a shared model's ``Constant`` naming ``.ssh/id_rsa`` had its bytes read from the folder gnplace ran
-    in as shape values. Such a node is not computed (a shape that small is stored in the model).
-    """
-    for attribute in node.attribute:
-        tensors = [*attribute.tensors, *(t for s in attribute.sparse_tensors for t in (s.values, s.indices))]
-        if attribute.HasField("t"):
-            tensors.append(attribute.t)
-        if attribute.HasField("sparse_tensor"):
-            tensors += [attribute.sparse_tensor.values, attribute.sparse_tensor.indices]
-        if any(tensor.data_location == TensorProto.EXTERNAL for tensor in tensors):
-            return True
-    return False
-
-
-def _read_small_external(proto: onnx.ModelProto, folder: str, source: str) -> None:
-    """Read into ``proto`` the values of its small initializers kept in external data beside the model.
-
-    Shape inference reads such values (a ``Reshape``'s target shape, a ``Resize``'s scales) from the model
-    itself and cannot open external data: a model saved with ``onnx.save_model(..., save_as_external_data=True,
-    size_threshold=0)`` was refused as though its ``Reshape`` could not take its inputs. Only initializers of
-    at most :data:`_KEEP_VALUES` elements are read (weights never are), each from a regular file under
-    ``folder`` (the model file's folder) through onnx's own checks of the location; one that cannot be read
-    stays external, and is refused by name where shape inference needs it.
-
-    Raises:
-        InvalidGraph: if a value read holds another number of bytes than its shape needs.
-    """
-    from onnx.external_data_helper import load_external_data_for_tensor
-
-    for init in proto.graph.initializer:
-        if init.data_location != TensorProto.EXTERNAL or math.prod(init.dims) > _KEEP_VALUES:
-            continue
-        expected = math.ceil(math.prod(init.dims) * _itemsize(init.data_type))
-        entries = {entry.key: entry.value for entry in init.external_data}
-        if not _external_file_is_regular(init, folder) or entries.get("length", str(expected)) != str(expected):
-            continue  # (without a length onnx reads to the end of the file: only the shape's bytes are taken)
-        inlined = TensorProto()
-        inlined.CopyFrom(init)
-        if "length" not in entries:
-            inlined.external_data.add(key="length", value=str(expected))
-        try:
-            load_external_data_for_tensor(inlined, folder)
-        except Exception:  # noqa: BLE001 - a location outside the folder, a short file: left external
-            continue
-        if len(inlined.raw_data) != expected:
-            raise InvalidGraph(f"{source}: initializer {init.name!r} holds {len(inlined.raw_data)} bytes in its "
-                               f"external data, its shape {list(init.dims)} needs {expected} (truncated file?)")
-        init.CopyFrom(inlined)
-
-
-def _external_file_is_regular(init: TensorProto, folder: str) -> bool:
-    """Whether the external-data file of ``init`` is a regular file under ``folder`` (a FIFO would block the read)."""
-    location = next((entry.value for entry in init.external_data if entry.key == "location"), "")
-    return bool(location) and os.path.isfile(os.path.join(folder, location))
-
-
-def _evaluate(node: onnx.NodeProto, feeds: dict[str, Any], opsets: dict[str, int]) -> Any:
-    """The first output of one node on known inputs, under the model's ``opsets``, by ONNX's reference evaluator."""
-    from onnx.reference import ReferenceEvaluator
-
-    outputs: Any = ReferenceEvaluator(node, opsets=opsets or None).run(None, feeds)
-    return np.asarray(outputs[0])
-
-
-def _check_static_inputs(proto: onnx.ModelProto, source: str) -> None:
-    g = proto.graph
-    inits = {i.name for i in g.initializer}
-    read = {x for n in g.node for x in n.input}
-    for value in g.input:
-        if value.name in inits or value.name not in read:
-            continue
-        dims = _dims(value.type)
-        if not value.type.HasField("tensor_type"):
-            raise UnsupportedGraph(f"{source}: input {value.name!r} is not a tensor; only tensor inputs are supported")
-        if dims is not None and 0 in dims:
-            raise UnsupportedGraph(f"{source}: input {value.name!r} has shape {_show(dims)}, with no elements; "
-                                   "export the model with an example input of at least one element per dimension")
-        if dims is None or any(not isinstance(d, int) or d <= 0 for d in dims):
-            shown = _show(dims) if dims is not None else "of unknown rank"
-            example = ",".join(str(d) if isinstance(d, int) and d > 0 else "N" for d in (dims or ["N"]))
-            raise UnsupportedGraph(
-                f"{source}: input {value.name!r} has a dynamic shape {shown}; give its sizes with "
-                f"--input-shape {value.name}={example} (input_shapes={{{value.name!r}: [...]}} in Python)"
-            )
 
 
 class _NoGradient(Exception):  # noqa: N818 - a signal inside the builder, never raised out of it
@@ -1262,7 +360,7 @@ class _Builder:
         self.inits = {i.name: i for i in g.initializer}
         self.types: dict[str, tuple[Shape | None, int]] = {}
         for vi in [*g.input, *g.value_info, *g.output]:
-            dims = _dims(vi.type)
+            dims = type_dims(vi.type)
             shape = tuple(d for d in dims) if dims is not None and all(isinstance(d, int) for d in dims) else None
             self.types[vi.name] = (shape, vi.type.tensor_type.elem_type)  # type: ignore[assignment]
         for init in self.inits.values():
@@ -1274,7 +372,7 @@ class _Builder:
         self.read = {x for n in self.nodes for x in n.input} | {o.name for o in g.output}
         self._producer = {out: n for n in self.nodes for out in n.output if out}
         self._computed: dict[tuple[str, int], np.ndarray | None] = {}  # (value, depth) -> constant_value's
-        self.order = _topological(self.nodes, set(self.inits) | {vi.name for vi in g.input}, source)
+        self.order = topological_order(self.nodes, set(self.inits) | {vi.name for vi in g.input}, source)
         self.trainable_override = set(trainable) if trainable is not None else None
         if self.trainable_override is not None:
             missing = sorted(self.trainable_override - set(self.inits))
@@ -1322,16 +420,16 @@ class _Builder:
         shape, elem = self.types.get(value, (None, 0))
         if shape is None:
             return 0
-        size = math.ceil(math.prod(shape) * _itemsize(elem))
+        size = math.ceil(math.prod(shape) * itemsize(elem))
         if size > MAX_COUNT:
-            raise UnsupportedGraph(f"{self.source}: value {value!r} of shape {_show(shape)} holds {size:.3g} bytes, "
-                                   "over the limit of 2**62")
+            raise UnsupportedGraph(f"{self.source}: value {value!r} of shape {shape_text(shape)} holds {size:.3g} "
+                                   "bytes, over the limit of 2**62")
         return int(size)
 
     def small_value(self, value: str) -> np.ndarray | None:
         """The value of a small constant: an initializer or a ``Constant`` whose values the file holds; else ``None``.
 
-        Only tensors of at most :data:`_KEEP_VALUES` elements held in the model are read (never external data).
+        Only tensors of at most :data:`KEEP_VALUES` elements held in the model are read (never external data).
         """
         tensor = self.inits.get(value)
         node = self.constants.get(value) if tensor is None else None
@@ -1340,14 +438,14 @@ class _Builder:
                 tensor = attribute.t
             elif attribute.name in ("value_float", "value_int", "value_floats", "value_ints"):
                 return np.asarray(onnx.helper.get_attribute_value(attribute))
-        return None if tensor is None else _held_values(tensor)
+        return None if tensor is None else held_values(tensor)
 
     def constant_value(self, value: str, depth: int = 0) -> np.ndarray | None:
         """The value of a small constant, or of one that standard ops compute from constants alone; else ``None``.
 
         A constant is read by :meth:`small_value`; a value computed from constants alone (``Not`` of a ``Constant``,
-        a ``Cast`` of one) is computed as ONNX would evaluate it. Only :data:`_CONSTANT_OPS` nodes are computed (by
-        ONNX's reference evaluator), on inputs of at most :data:`_KEEP_VALUES` elements each, and results of at most
+        a ``Cast`` of one) is computed as ONNX would evaluate it. Only :data:`CONSTANT_OPS` nodes are computed (by
+        ONNX's reference evaluator), on inputs of at most :data:`KEEP_VALUES` elements each, and results of at most
         as many; a chain deeper than 16 nodes is not. Each value is computed once at each depth (:attr:`_computed`):
         a chain of ``Max`` nodes each reading the one before four times was computed ``4 ** depth`` times.
         """
@@ -1362,8 +460,8 @@ class _Builder:
         if held is not None or depth >= 16 or value in self.inits or value in self.constants:
             return held
         node = self._producer.get(value)
-        if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in _CONSTANT_OPS \
-                or node.output[0] != value or _external_value(node):
+        if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in CONSTANT_OPS \
+                or node.output[0] != value or holds_external_value(node):
             return None
         feeds = {}
         for x in node.input:
@@ -1372,13 +470,13 @@ class _Builder:
                 if known is None:
                     return None
                 feeds[x] = known
-        if _result_size(node, feeds) > _KEEP_VALUES:
+        if result_size(node, feeds) > KEEP_VALUES:
             return None
         try:
-            result = _evaluate(node, feeds, {"": self.opset})
+            result = evaluate_node(node, feeds, {"": self.opset})
         except Exception:  # noqa: BLE001 - a node the evaluator cannot compute: not known
             return None
-        return result if result.size <= _KEEP_VALUES else None
+        return result if result.size <= KEEP_VALUES else None
 
     def training_dropout(self, node: onnx.NodeProto, fed: Container[str] = ()) -> bool:
         """Whether a ``Dropout`` node drops elements: in training mode, its ``ratio`` not 0.
@@ -1689,7 +787,7 @@ class _Builder:
                 out_bytes = self.nbytes(node.output[0]) + self.mask_bytes(node)
             in_shapes = [self.shape(x) if x else None for x in node.input]
             out_shapes = [self.shape(x) if x else None for x in node.output]
-            _check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
+            check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
             if kind == "DFT" and "axis" not in attrs:  # opset 20 made the axis an input (default -2)
                 attrs["axis"] = self._dft_axis(node)
             fl = forward_flops(kind, attrs, in_shapes, out_shapes)
@@ -2036,7 +1134,7 @@ class _Builder:
         what = (
             f"output {value!r} of node {node.name or node.op_type!r} ({node.op_type})" if node else f"value {value!r}"
         )
-        if node is not None and not _has_schema(node):
+        if node is not None and not has_schema(node):
             why = f"ONNX has no shape inference for op {node.op_type!r} of domain {node.domain!r} and the file " \
                   "declares no static shape for it"
         else:
@@ -2119,23 +1217,9 @@ def _fold_roles(
     return alias, parameter_of, made
 
 
-def _held_values(tensor: TensorProto) -> np.ndarray | None:
-    """The values of a small tensor the model file holds (at most :data:`_KEEP_VALUES` elements, not external data).
-
-    ``None`` where it is larger, kept in external data, or its values cannot be read (or were dropped).
-    """
-    if math.prod(tensor.dims) > _KEEP_VALUES or tensor.data_location == TensorProto.EXTERNAL:
-        return None
-    try:
-        values = numpy_helper.to_array(tensor)
-    except Exception:  # noqa: BLE001 - values numpy cannot read (or dropped) tell nothing
-        return None
-    return values if values.size == math.prod(tensor.dims) else None
-
-
 def _repeats(init: TensorProto) -> bool:
     """Whether the values of ``init`` repeat along an axis of more than one element (``False`` if not held)."""
-    values = _held_values(init)
+    values = held_values(init)
     if values is None:
         return False
     return any(size > 1 and bool(np.all(values == values.take([0], axis=axis)))
