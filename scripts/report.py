@@ -328,6 +328,19 @@ def sampled_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
     return _same(row.get("exact_ms"), task["exact_ms"])
 
 
+def sampled_rows(tasks: list[dict[str, Any]], store: Store) -> list[dict[str, Any]]:
+    """Section 4b's rows of ``tasks`` (one process), those saved in ``store`` reused while over today's exact step.
+
+    A saved row's ratio is its step over the exact placement's milliseconds it recorded: it stands only where they
+    are the ones its task copies from section 4's row today (to 1e-9). Section 4 run again (its rows deleted, or a
+    line cut) times CP-SAT's placement anew, and one stopped at its time limit (``feasible``) may be another:
+    the row of before stood, its ratio over the exact step of before beside the others' over today's.
+    """
+    exact_ms = {t["key"]: t["exact_ms"] for t in tasks}
+    return store.run(tasks, sampled_row, 1, "section 4b", IDENTITY, sampled_row_stands, ("ratio",),
+                     lambda row: _same(row.get("exact_ms"), exact_ms[row["key"]]))
+
+
 # ------------------------------------------------------------------------------ section 2: learned placers
 def make_learned(name: str, budget: int, checkpoint: str | None) -> Any:
     """A learned placer as the report runs it (``policy``: its defaults, 16 samples; the rest: ``budget``)."""
@@ -1252,9 +1265,7 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
     sampled_tasks = [{"key": f"{r['key']}|samples={config.exact_samples}", "graph": r["graph"], "groups": r["groups"],
                       "cluster": r["cluster"], "samples": config.exact_samples, "exact_ms": r["exact_ms"],
                       **{field: r[field] for field in IDENTITY}} for r in exact]
-    sampled = [r["ratio"] for r in Store(out / "exact_sampled.jsonl").run(sampled_tasks, sampled_row, 1, "section 4b",
-                                                                          IDENTITY, sampled_row_stands,
-                                                                          ("ratio",))]
+    sampled = [r["ratio"] for r in sampled_rows(sampled_tasks, Store(out / "exact_sampled.jsonl"))]
     clock.book()
 
     # 5. time to place against size

@@ -504,6 +504,22 @@ def test_a_section_four_row_saved_before_is_checked_by_autos_step(tmp_path, load
     assert not report.sampled_row_stands({"exact_ms": 200.0}, {"exact_ms": 210.0})
 
 
+def test_a_section_four_b_row_over_another_exact_step_than_todays_is_made_again(tmp_path, load_script, monkeypatch):
+    """Section 4 run again (its rows deleted, a line cut) times CP-SAT anew, stopped at its limit maybe elsewhere: 4b's
+    saved row, its ratio over the exact step of before, stood beside the others' over today's (0.506 for 1.013)."""
+    report = load_script("report")
+    identity = {"graph_sha256": "g", "cluster_fingerprint": "c"}
+    path = tmp_path / "exact_sampled.jsonl"
+    path.write_text(json.dumps({"key": "a", "exact_ms": 400.0, "ratio": 0.5, **identity}) + "\n"
+                    + json.dumps({"key": "b", "exact_ms": 300.0, "ratio": 0.9, **identity}) + "\n")
+    ran = []
+    monkeypatch.setattr(report, "sampled_row", lambda t: ran.append(t["key"]) or {**t, "ratio": 1.0})
+    tasks = [{"key": "a", "exact_ms": 200.0, **identity}, {"key": "b", "exact_ms": 300.0, **identity}]
+    rows = report.sampled_rows(tasks, report.Store(path))
+    assert ran == ["a"] and [r["ratio"] for r in rows] == [1.0, 0.9]
+    assert [r["ratio"] for r in report.sampled_rows(tasks, report.Store(path))] == [1.0, 0.9] and ran == ["a"]
+
+
 @pytest.fixture
 def toy_family(tmp_path, load_script, monkeypatch):
     """``report`` with a family ``toy`` of two train graphs and one test graph in ``tmp_path``; a quick config."""
