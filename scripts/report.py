@@ -263,11 +263,39 @@ def _same(recorded: Any, today: float) -> bool:
 
 #: What the report reads of each row of section 2 (:func:`learned_row`) and of section 4 (:func:`exact_row`): a saved
 #: row without one of them is made again.
-LEARNED_FIELDS = ("graph", "cluster", "placer", "budget", "family", "name", "ops", "step_s", "vs_auto", "oom", "seconds",
-                  "evaluations", "updates", "history")
+LEARNED_FIELDS = ("graph", "cluster", "placer", "budget", "family", "name", "ops", "step_s", "vs_auto", "vs_bound",
+                  "oom", "seconds", "evaluations", "updates", "history")
 EXACT_FIELDS = ("name", "groups_placed", "status", "exact_ms", "auto", "policy")
 #: What the report reads of each row of section 5 (:func:`scale_rows`).
 SCALE_FIELDS = ("ops", "placer", "seconds")
+
+_NUMBER: tuple[type, ...] = (int, float)
+#: The kinds of value the report reads in the fields of a saved row of section 2 (:func:`learned_row` writes no
+#: other; a number is no bool), of section 4 (:func:`exact_row`), 4b (:func:`sampled_row`) and 5 (:func:`scale_rows`):
+#: a row holding another (:func:`holds_kinds`) is made again, as one without the field is.
+LEARNED_KINDS: dict[str, tuple[type, ...]] = {
+    **{field: (str,) for field in ("graph", "cluster", "placer", "family", "name")},
+    **{field: _NUMBER for field in ("step_s", "vs_auto", "vs_bound", "seconds", "evaluations")},
+    "updates": (*_NUMBER, type(None)), "oom": (bool,), "history": (list,)}
+EXACT_KINDS: dict[str, tuple[type, ...]] = {field: _NUMBER for field in ("exact_ms", "auto", "policy")}
+SAMPLED_KINDS: dict[str, tuple[type, ...]] = {"ratio": _NUMBER}
+SCALE_KINDS: dict[str, tuple[type, ...]] = {"placer": (str,)}
+
+
+def holds_kinds(row: dict[str, Any], kinds: dict[str, tuple[type, ...]]) -> bool:
+    """Whether each field ``kinds`` names holds a value of one of its types in ``row`` (a bool is no number).
+
+    A line edited by hand, or an older program's, may hold another: ``"oom": null`` stood and was a ``TypeError``
+    in section 2's table (``sum``) after every section had run, ``"auto": null`` one in section 4's.
+
+    Examples:
+        >>> holds_kinds({"a": 1.5, "b": None}, {"a": (int, float), "b": (str, type(None))})
+        True
+        >>> holds_kinds({"a": True}, {"a": (int, float)}), holds_kinds({}, {"a": (int, float)})
+        (False, False)
+    """
+    return all(field in row and isinstance(row[field], types) and (bool in types or not isinstance(row[field], bool))
+               for field, types in kinds.items())
 
 
 def learned_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
@@ -284,23 +312,33 @@ def learned_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
 
 
 def learned_row_readable(row: dict[str, Any]) -> bool:
-    """Whether section 2's saved row holds a learning curve the report reads: each point one :func:`curve_points` draws.
+    """Whether section 2's saved row holds values the report reads: :data:`LEARNED_KINDS`, each point of its curve drawn.
+
+    Each point of its learning curve is one :func:`curve_points` draws.
 
     :func:`learned_row` never makes another; a line edited by hand may (``"history": []`` was an ``IndexError`` in
-    the seeds' claims after every section had run): it is made again, as a row without a field is.
+    the seeds' claims after every section had run, ``"evaluations": null`` a ``TypeError`` in section 2's table):
+    it is made again, as a row without a field is.
     """
-    return curve_points(row["history"])[1] is None
+    return holds_kinds(row, LEARNED_KINDS) and curve_points(row["history"])[1] is None
+
+
+def exact_row_readable(row: dict[str, Any]) -> bool:
+    """Whether section 4's saved row holds values the report reads (:data:`EXACT_KINDS`; else it is made again)."""
+    return holds_kinds(row, EXACT_KINDS)
 
 
 def scale_row_readable(row: dict[str, Any]) -> bool:
     """Whether section 5's saved row holds a time to place the report reads: a point :func:`scale_points` draws.
+
+    And a placer's name (:data:`SCALE_KINDS`: ``"placer": null`` was a ``TypeError`` where the figure sorts them).
 
     :func:`scale_rows` never saves another (seconds measured, above 0); a line edited by hand may (``"seconds":
     NaN``, JSON's not-a-number, read back as one): it was reused, a ``-`` in the table and a point left out of the
     figure on every rerun. It is made again, as a row of section 2 whose curve cannot be read is
     (:func:`learned_row_readable`).
     """
-    return scale_points([row])[1] is None
+    return holds_kinds(row, SCALE_KINDS) and scale_points([row])[1] is None
 
 
 def exact_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
@@ -338,7 +376,7 @@ def sampled_rows(tasks: list[dict[str, Any]], store: Store) -> list[dict[str, An
     """
     exact_ms = {t["key"]: t["exact_ms"] for t in tasks}
     return store.run(tasks, sampled_row, 1, "section 4b", IDENTITY, sampled_row_stands, ("ratio",),
-                     lambda row: _same(row.get("exact_ms"), exact_ms[row["key"]]))
+                     lambda row: holds_kinds(row, SAMPLED_KINDS) and _same(row.get("exact_ms"), exact_ms[row["key"]]))
 
 
 # ------------------------------------------------------------------------------ section 2: learned placers
@@ -1261,7 +1299,8 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
     exact_tasks = [{"key": exact_key(p, g, c, config.exact_time_limit), "graph": p, "groups": g,
                     "cluster": c, "time_limit": config.exact_time_limit, **inputs_identity(p, c)}
                    for c in config.exact_clusters for p, g in exact_graphs]
-    exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4", IDENTITY, exact_row_stands, EXACT_FIELDS)
+    exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4", IDENTITY, exact_row_stands, EXACT_FIELDS,
+                            exact_row_readable)
     sampled_tasks = [{"key": f"{r['key']}|samples={config.exact_samples}", "graph": r["graph"], "groups": r["groups"],
                       "cluster": r["cluster"], "samples": config.exact_samples, "exact_ms": r["exact_ms"],
                       **{field: r[field] for field in IDENTITY}} for r in exact]

@@ -66,12 +66,43 @@ def test_a_saved_row_whose_learning_curve_the_report_cannot_read_is_made_again(t
     had run (``rb["history"][-1][1]``); a curve with a point the figure leaves out is made again too."""
     report = load_script("report")
     path = tmp_path / "learned.jsonl"
-    full = {"key": "a", **{field: 1 for field in report.LEARNED_FIELDS}, "history": [[1, 1.1], [8, 0.9]]}
+    full = {"key": "a", **_learned_row(report), "history": [[1, 1.1], [8, 0.9]]}
     path.write_text(json.dumps({**full, "history": history}) + "\n" + json.dumps({**full, "key": "b"}) + "\n")
     ran = []
     rows = report.Store(path).run([{"key": "a"}, {"key": "b"}], lambda t: ran.append(t["key"]) or {**full, **t}, 1,
                                   "test", fields=report.LEARNED_FIELDS, readable=report.learned_row_readable)
     assert ran == ["a"] and [r["history"] for r in rows] == [full["history"]] * 2
+
+
+def _learned_row(report):
+    """A row of section 2 with each field the report reads, of the kind :func:`learned_row` writes."""
+    return {**{field: 1 for field in report.LEARNED_FIELDS}, "graph": "g.gnpg", "cluster": "k80x4", "placer": "post",
+            "family": "ptb", "name": "g", "step_s": 0.01, "vs_auto": 0.9, "vs_bound": 1.5, "oom": False,
+            "seconds": 2.5, "evaluations": 64, "updates": None, "history": [[1, 1.1], [8, 0.9]]}
+
+
+@pytest.mark.parametrize(("section", "field", "value"), [
+    ("learned", "oom", None), ("learned", "evaluations", None), ("learned", "seconds", "2.5"),
+    ("learned", "family", None), ("learned", "step_s", None), ("learned", "vs_auto", True),
+    ("learned", "vs_bound", None), ("exact", "auto", None), ("exact", "exact_ms", "5.5"),
+    ("scale", "placer", None)])
+def test_a_saved_row_holding_a_value_of_another_kind_than_the_report_reads_is_made_again(tmp_path, load_script,
+                                                                                          section, field, value):
+    """A line edited by hand (``"oom": null``, ``"auto": null``) stood, and the report was a TypeError once every
+    section had run (section 2's table, section 4's, the figures); it is made again, as a row without a field is."""
+    report = load_script("report")
+    full, fields, readable = {
+        "learned": (_learned_row(report), report.LEARNED_FIELDS, report.learned_row_readable),
+        "exact": ({"name": "g@12", "groups_placed": 12, "status": "optimal", "exact_ms": 5.5, "auto": 1.07,
+                   "policy": 1.01}, report.EXACT_FIELDS, report.exact_row_readable),
+        "scale": ({"ops": 500, "placer": "m_etf", "seconds": 0.4}, report.SCALE_FIELDS, report.scale_row_readable),
+    }[section]
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"key": "a", **full, field: value}) + "\n" + json.dumps({"key": "b", **full}) + "\n")
+    ran = []
+    rows = report.Store(path).run([{"key": "a"}, {"key": "b"}], lambda t: ran.append(t["key"]) or {**full, **t}, 1,
+                                  "test", fields=fields, readable=readable)
+    assert ran == ["a"] and [r[field] for r in rows] == [full[field]] * 2
 
 
 def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(tmp_path, load_script, disk_fills_in):
