@@ -1254,14 +1254,29 @@ def run(args: argparse.Namespace) -> Path:
         raise
 
 
+def report_command(args: argparse.Namespace) -> str:
+    """The command that makes the report again, as the report says it: each path quoted as a shell reads it.
+
+    A path of a space or a shell's character (``--out "my runs"``) was written bare: the command copied from the
+    report gave the shell two words (``unrecognized arguments: runs``). ``--jobs`` changes no figure: left out.
+
+    Examples:
+        >>> report_command(argparse.Namespace(quick=True, out="my runs", doc=None, figures=None, cache="c"))
+        "python scripts/bench.py report --quick --out 'my runs' --cache c"
+    """
+    import shlex
+
+    given = (("--out", args.out), ("--doc", args.doc), ("--figures", args.figures), ("--cache", args.cache))
+    return " ".join(["python scripts/bench.py report", *(["--quick"] if args.quick else []),
+                     *(f"{flag} {shlex.quote(str(value))}" for flag, value in given if value is not None)])
+
+
 def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: Path, cache: str,
                   clock: Elapsed) -> Path:
     """:func:`run`'s sections and report, booking the minutes spent on ``clock`` after each section."""
     config = QUICK if args.quick else FULL
     out = Path(out_name)
-    command = " ".join(["python scripts/bench.py report", *(["--quick"] if args.quick else []), *(
-        f"{flag} {value}" for flag, value in (("--out", args.out), ("--doc", args.doc), ("--figures", args.figures),
-                                              ("--cache", args.cache)) if value is not None)])
+    command = report_command(args)
     sys.path.insert(0, str(ROOT / "scripts"))
 
     # 1. every placer on the test splits (and real models) on the presets

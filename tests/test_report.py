@@ -1002,3 +1002,14 @@ def test_the_scale_draws_the_points_log_axes_can_and_says_what_it_leaves_out(tmp
     lines = {line.get_label(): (line.get_xydata().tolist(), to_hex(line.get_color())) for line in ax.get_lines()}
     assert lines == {"auto": ([[100, 0.01], [10000, 1.0]], "#1f77b4"),  # C0, C1, C3: each its colour of before
                      "m_etf": ([[1000, 0.02], [10000, 0.2]], "#ff7f0e"), "rnn_pg": ([[100, 0.1], [1000, 1.0]], "#d62728")}
+
+
+def test_the_command_the_report_says_made_it_runs_as_written_with_any_path(load_script):
+    """A path of a space was written bare: the command copied from the report gave the shell two words."""
+    import shlex
+
+    report = load_script("report")
+    given = ["report", "--quick", "--out", "my runs", "--doc", "a b/R $HOME.md", "--figures", "figs'x", "--cache", "c"]
+    args = argparse.Namespace(quick=True, out="my runs", doc="a b/R $HOME.md", figures="figs'x", cache="c")
+    words = shlex.split(report.report_command(args))
+    assert words[:3] == ["python", "scripts/bench.py", "report"] and words[3:] == given[1:]
