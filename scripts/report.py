@@ -1142,6 +1142,28 @@ def check_doc_is_no_run_file(doc: Path, out: Path, cache: Path) -> None:
         raise InvalidArgument(f"--doc {doc}: the report keeps its runs in {taken[target]}; name another file")
 
 
+#: The figures the report writes in ``--figures`` (sections 2 and 5), before the report itself.
+FIGURES = ("report_learned.png", "report_curves.png", "report_scale.png")
+
+
+def check_doc_is_no_figure(doc: Path, figures: Path) -> None:
+    """Refuse a ``--doc`` that is one of the figures the report writes (:data:`FIGURES` in ``--figures``).
+
+    The figures are written just before the report: ``--doc docs/figures/report_scale.png`` replaced the figure of
+    the report before, and the one just drawn, with the report's text, the image it links to.
+
+    Raises:
+        InvalidArgument: naming ``--doc`` and the figure.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    target = doc.resolve()
+    for name in FIGURES:
+        if (figures / name).resolve() == target:
+            raise InvalidArgument(f"--doc {doc}: the report draws its figure {figures / name} there; name another "
+                                  "file")
+
+
 def check_doc_is_no_folder_it_makes(doc: Path, folders: dict[str, Path]) -> None:
     """Refuse a ``--doc`` that is the folder ``--out`` or ``--figures`` names, not made yet.
 
@@ -1207,6 +1229,7 @@ def check_paths(args: argparse.Namespace) -> tuple[str, Path, Path, str]:
     if args.doc:
         check_doc_folder(doc, out)
         check_doc_is_no_run_file(doc, out, Path(cache))
+        check_doc_is_no_figure(doc, figures)
     check_report_kind(out, out_name, args.quick)
     return out_name, doc, figures, cache
 
@@ -1326,10 +1349,10 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
     scale = scale_rows(config, Path(cache), Store(out / "scale.jsonl"))
 
     # the figures after every run, just before the report: one cut short leaves the figures of the report before
-    plot_curves([r for r in learned if r["placer"] != "placeto_zs"], figures / "report_curves.png",
-                config.rl_clusters[0])
-    plot_learned_bars(learned, figures / "report_learned.png", placers)
-    plot_scale(scale, figures / "report_scale.png")
+    bars_png, curves_png, scale_png = (figures / name for name in FIGURES)
+    plot_curves([r for r in learned if r["placer"] != "placeto_zs"], curves_png, config.rl_clusters[0])
+    plot_learned_bars(learned, bars_png, placers)
+    plot_scale(scale, scale_png)
 
     minutes, spent = clock.minutes, clock.book()
     rel = os.path.relpath(figures, doc.parent)

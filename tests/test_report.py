@@ -660,6 +660,21 @@ def test_report_refuses_a_doc_that_is_one_of_its_run_files(tmp_path, load_script
     assert err.count("\n") == 1 and err.startswith(f"bench: error: --doc {tmp_path / doc}: "), err
 
 
+@pytest.mark.parametrize("name", ["report_curves.png", "report_learned.png", "report_scale.png"])
+def test_report_refuses_a_doc_that_is_one_of_its_figures(tmp_path, load_script, capsys, monkeypatch, name):
+    """``--doc FIGURES/report_scale.png`` wrote the report over the figure it links to, once every section had run."""
+    _stop_at_the_runs(monkeypatch)
+    figures = tmp_path / "figs"
+    figures.mkdir()
+    (figures / name).write_bytes(b"a figure of before")
+    argv = ["report", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"), "--figures", str(figures),
+            "--jobs", "1", "--doc", str(figures / name)]
+    assert load_script("bench").main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bench: error: --doc {figures / name}: the report draws"), err
+    assert (figures / name).read_bytes() == b"a figure of before" and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("flag", ["--out", "--figures"])
 def test_report_refuses_a_doc_that_is_a_folder_it_makes(tmp_path, load_script, capsys, monkeypatch, flag):
     """``--doc X --out X`` (X not there yet) made X, ran every section and failed writing the report over it."""
