@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -258,16 +258,23 @@ class PlacetoHyper:
     baseline_window: int = 16
     gamma: float = 1.0
 
-    def validate(self, who: str) -> None:
-        """Raise :class:`~gnplace.exceptions.InvalidArgument` (one line, naming ``who``) on a bad value."""
+    def validate(self, who: str, names: Mapping[str, str] | None = None) -> None:
+        """Raise :class:`~gnplace.exceptions.InvalidArgument` (one line, naming ``who``) on a bad value.
+
+        ``names`` maps a field to the name its caller took it as, for the message (:class:`PlacetoPlacer`
+        takes ``batch`` as ``episodes``).
+        """
+        def shown(name: str) -> str:
+            return (names or {}).get(name, name)
+
         for name in ("batch", "hidden", "rounds", "max_nodes", "passes", "baseline_window"):
             value = getattr(self, name)
             if not is_whole(value) or value < 1:
-                raise InvalidArgument(f"{who} needs {name} >= 1 (a whole number), got {value!r}")
+                raise InvalidArgument(f"{who} needs {shown(name)} >= 1 (a whole number), got {value!r}")
         for name, most in (("batch", MAX_DRAWN), ("hidden", MAX_WIDTH), ("rounds", MAX_LAYERS),
                            ("max_nodes", MAX_DECISION_NODES), ("passes", MAX_PASSES)):
             if getattr(self, name) > most:  # refused, not allocated
-                raise InvalidArgument(f"{who} needs {name} <= {most}, got {getattr(self, name)!r}")
+                raise InvalidArgument(f"{who} needs {shown(name)} <= {most}, got {getattr(self, name)!r}")
         for name, low, strict in (("lr", 0.0, True), ("lr_end", 0.0, True), ("clip", 0.0, True),
                                   ("entropy", 0.0, False), ("oom_penalty", 0.0, False), ("gamma", 0.0, False)):
             value = getattr(self, name)
@@ -712,7 +719,7 @@ class PlacetoPlacer:
         self.hyper = PlacetoHyper(batch=episodes, hidden=hidden, rounds=rounds, lr=lr, lr_end=lr_end,
                                   entropy=entropy, clip=clip, max_nodes=max_nodes, oom_penalty=oom_penalty,
                                   passes=passes)
-        self.hyper.validate(who)
+        self.hyper.validate(who, {"batch": "episodes"})  # its option is episodes, the field batch
         self.timer = timer or Simulator()
         self.progress = progress
         self._reset()

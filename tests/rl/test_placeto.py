@@ -125,6 +125,14 @@ def test_edge_cases_and_bad_options(counting_simulator):
         assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("episodes", [0, True, 2.5, 16385])
+def test_a_bad_episodes_is_refused_under_its_own_name(episodes):
+    """The placer takes ``episodes``; its refusal named ``batch``, PlacetoHyper's field, an option it does not take."""
+    with pytest.raises(InvalidArgument, match=r"^PlacetoPlacer needs episodes ") as err:
+        PlacetoPlacer(episodes=episodes)
+    assert "batch" not in str(err.value)
+
+
 def test_divergence_is_one_error_naming_the_learning_rate():
     """At lr 1e30 the weights went nan within two updates; the network then sampled device 0 for every group
     ((nan < u).sum() is 0), trained on, and the placer returned as if nothing had happened."""
