@@ -81,7 +81,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -676,8 +676,8 @@ class PlacetoPlacer:
         oom_penalty (float, optional): :math:`\\lambda`, cost per unit of memory overflow (default: 4.0).
         passes (int, optional): sweeps over the groups per episode, 1 to :data:`MAX_PASSES` (default: 1).
         checkpoint (str, optional): a Placeto checkpoint (:func:`save_placeto`) to start from; its
-            network shape replaces ``hidden`` and ``rounds``, and it places only on clusters of its
-            number of devices (default: ``None``, a fresh network).
+            network shape replaces ``hidden`` and ``rounds`` (values given are still checked), and it places
+            only on clusters of its number of devices (default: ``None``, a fresh network).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         progress (bool or None, optional): a progress bar over evaluations (default: on a terminal).
 
@@ -713,13 +713,16 @@ class PlacetoPlacer:
         self.budget = check_budget(budget, who)  # at most MAX_BUDGET: a typo is not a search of years
         self.checkpoint = None if checkpoint is None else str(checkpoint)
         self._model: PlacetoModel | None = None
-        if self.checkpoint is not None:
-            self._model = load_placeto(self.checkpoint)  # raises InvalidCheckpoint before any work
-            hidden, rounds = self._model.network.config.hidden, self._model.network.config.rounds
+        names = {"batch": "episodes"}  # its option is episodes, the field batch
         self.hyper = PlacetoHyper(batch=episodes, hidden=hidden, rounds=rounds, lr=lr, lr_end=lr_end,
                                   entropy=entropy, clip=clip, max_nodes=max_nodes, oom_penalty=oom_penalty,
                                   passes=passes)
-        self.hyper.validate(who, {"batch": "episodes"})  # its option is episodes, the field batch
+        self.hyper.validate(who, names)  # the options as given: a checkpoint's shape replaced a bad hidden unseen
+        if self.checkpoint is not None:
+            self._model = load_placeto(self.checkpoint)  # raises InvalidCheckpoint before any work
+            config = self._model.network.config
+            self.hyper = replace(self.hyper, hidden=config.hidden, rounds=config.rounds)
+            self.hyper.validate(who, names)
         self.timer = timer or Simulator()
         self.progress = progress
         self._reset()

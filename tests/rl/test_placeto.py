@@ -208,6 +208,18 @@ def test_pretraining_zero_shot_and_checkpoint_round_trip(family, pretrained, tmp
     assert tuned.hyper.hidden == SMALL["hidden"]  # the checkpoint's shape wins
 
 
+@pytest.mark.parametrize("bad", [dict(hidden=-5), dict(hidden="abc"), dict(rounds=0), dict(rounds=10_000)])
+def test_bad_hidden_or_rounds_are_refused_with_a_checkpoint_too(pretrained, tmp_path, bad):
+    """The checkpoint's shape replaced them before they were checked: -O placeto.hidden=-5 placed as if unsaid."""
+    path = save_placeto(pretrained, tmp_path / "p.pt")
+    name = next(iter(bad))
+    with pytest.raises(InvalidArgument, match=rf"^PlacetoPlacer needs {name} ") as err:
+        PlacetoPlacer(budget=1, checkpoint=str(path), **bad)
+    assert "\n" not in str(err.value)
+    good = PlacetoPlacer(budget=1, checkpoint=str(path), hidden=64, rounds=2)  # valid: the checkpoint's shape wins
+    assert (good.hyper.hidden, good.hyper.rounds) == (SMALL["hidden"], SMALL["rounds"])
+
+
 def test_a_checkpoint_places_only_on_its_number_of_devices(pretrained, tmp_path):
     path = save_placeto(pretrained, tmp_path / "two.pt")
     with pytest.raises(InvalidArgument, match="trained for 2 devices") as err:
