@@ -218,12 +218,16 @@ def check_whole(owner: str, **values: Any) -> None:
             raise InvalidArgument(f"{owner}: {name} must be a whole number >= 1, got {value!r}")
 
 
-def check_unit(owner: str, *, closed: bool = False, **values: Any) -> None:
-    """Raise :class:`InvalidArgument` naming the first of ``values`` not in ``[0, 1)`` (``[0, 1]`` if ``closed``)."""
+def check_unit(owner: str, *, closed: bool = False, positive: bool = False, **values: Any) -> None:
+    """Raise :class:`InvalidArgument` naming the first of ``values`` not in ``[0, 1)``.
+
+    ``closed`` admits 1 (``[0, 1]``), ``positive`` refuses 0 (``(0, 1)``); the message states the interval checked.
+    """
+    interval = f"{'(' if positive else '['}0, 1{']' if closed else ')'}"
     for name, value in values.items():
         number = is_number(value)
-        if not number or not (0.0 <= value <= 1.0) or (value == 1.0 and not closed):
-            raise InvalidArgument(f"{owner}: {name} must be in [0, 1{']' if closed else ')'}, got {value!r}")
+        if not number or not (0.0 <= value <= 1.0) or (value == 1.0 and not closed) or (value == 0.0 and positive):
+            raise InvalidArgument(f"{owner}: {name} must be in {interval}, got {_shown(value)}")
 
 
 @dataclass(eq=False)

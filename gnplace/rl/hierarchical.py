@@ -158,10 +158,10 @@ class HierarchicalPlacer(ComparatorPlacer):
         check_whole(owner, grouper_hidden=grouper_hidden, decay_every=decay_every)
         if grouper_hidden > MAX_WIDTH:  # refused, not allocated
             raise InvalidArgument(f"{owner}: grouper_hidden must be at most {MAX_WIDTH}, got {grouper_hidden}")
-        check_positive(owner, clip=clip, lr_decay=lr_decay)
+        check_positive(owner, clip=clip)
         check_rate(owner, min_lr=min_lr)
         check_unit(owner, decay=decay)
-        check_unit(owner, closed=True, lr_decay=lr_decay)
+        check_unit(owner, closed=True, positive=True, lr_decay=lr_decay)  # 0 was refused where [0, 1] was said
         check_nonnegative(owner, noise=noise)
         if noise > MAX_NOISE:  # noise x a normal draw past float32's range: inf logits, nan probabilities mid-run
             raise InvalidArgument(f"{owner}: noise must be at most {MAX_NOISE:g}, got {noise!r}")

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnplace.exceptions import InvalidArgument
 from gnplace.rl.comparator import check_nonnegative, check_unit
 from gnplace.rl.spotlight import SpotlightPlacer
 
@@ -65,9 +64,8 @@ class PostPlacer(SpotlightPlacer):
 
     def __init__(self, elite_fraction: float = 0.25, cross_entropy: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        check_unit("PostPlacer", closed=True, elite_fraction=elite_fraction)  # a number: True was read as 1.0
-        if not elite_fraction > 0.0:
-            raise InvalidArgument(f"PostPlacer: elite_fraction must be in (0, 1], got {elite_fraction!r}")
+        # a number (True was read as 1.0) in (0, 1]: 1.5 was refused as outside [0, 1], 0 as outside (0, 1]
+        check_unit("PostPlacer", closed=True, positive=True, elite_fraction=elite_fraction)
         check_nonnegative("PostPlacer", cross_entropy=cross_entropy)
         self.elite_fraction, self.cross_entropy = float(elite_fraction), float(cross_entropy)
 

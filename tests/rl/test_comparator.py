@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -240,3 +242,19 @@ def test_a_run_draws_its_initial_weights_with_the_global_generator_to_itself():
 
     RnnPGPlacer(budget=32, samples=16, hidden=16, timer=Probing()).place(chain_graph(4), load_cluster("k80x2"), seed=0)
     assert free and not any(free)
+
+
+def test_check_unit_states_the_interval_it_checks():
+    from gnplace.rl.comparator import check_unit
+
+    for kwargs, interval, refused, taken in (({}, "[0, 1)", (1.0, -0.5), (0.0, 0.5)),
+                                             ({"closed": True}, "[0, 1]", (1.5,), (0.0, 1.0)),
+                                             ({"positive": True}, "(0, 1)", (0.0, 1.0), (0.5,)),
+                                             ({"closed": True, "positive": True}, "(0, 1]", (0.0, 2.0), (1.0,))):
+        for value in refused:
+            with pytest.raises(InvalidArgument, match=rf"^me: x must be in {re.escape(interval)}, got "):
+                check_unit("me", x=value, **kwargs)
+        for value in taken:
+            check_unit("me", x=value, **kwargs)
+    with pytest.raises(InvalidArgument, match=r"got a number of 401 digits$"):  # not its digits
+        check_unit("me", x=10**400)

@@ -146,3 +146,13 @@ def test_another_runs_start_on_the_same_placer_leaves_this_runs_decay_alone(two_
     placer = HierarchicalPlacer(budget=160, decay_every=2, lr=0.01, min_lr=1e-4, timer=Meanwhile(), **SMALL)
     assert placer.place(g, c, seed=0) == expected
     assert [group["lr"] for group in made[-1].param_groups] == decayed
+
+
+@pytest.mark.parametrize("lr_decay", [0, 0.0, -1, 1.5, "x"])
+def test_a_bad_lr_decay_is_refused_with_the_interval_it_is_checked_against(lr_decay):
+    """1.5 was refused as outside [0, 1] and 0 as not > 0: the first message offered a value the second refused."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"^HierarchicalPlacer: lr_decay must be in \(0, 1\], got "):
+        HierarchicalPlacer(lr_decay=lr_decay)
+    assert HierarchicalPlacer(lr_decay=1.0).lr_decay == 1.0  # no decay: still taken

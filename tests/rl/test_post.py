@@ -27,3 +27,11 @@ def test_bad_options_are_one_line_errors(bad):
     with pytest.raises(InvalidArgument) as err:  # True was read as 1.0
         PostPlacer(**bad)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("fraction", [0, -0.1, 1.5, True])
+def test_a_bad_elite_fraction_is_refused_with_the_interval_it_is_checked_against(fraction):
+    """1.5 and -0.1 were refused as outside [0, 1], 0 as outside (0, 1]: the first message offered 0, refused."""
+    with pytest.raises(InvalidArgument, match=r"^PostPlacer: elite_fraction must be in \(0, 1\], got "):
+        PostPlacer(elite_fraction=fraction)
+    assert PostPlacer(elite_fraction=1.0).elite_fraction == 1.0
