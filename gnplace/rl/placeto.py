@@ -660,8 +660,9 @@ class PlacetoPlacer:
 
     Trains a fresh policy (or fine-tunes the one in ``checkpoint``) on the graph for ``budget``
     timer evaluations and returns the best placement timed; see the module docstring for the MDP,
-    the reward and the loss. With a checkpoint and a budget of one episode or less (``1 + G`` for
-    ``G`` groups), it places zero-shot: one greedy episode from a random start.
+    the reward and the loss. With a checkpoint and a budget of one episode or less (``1 + K G`` for
+    ``G`` groups and ``K`` = ``passes``), it places zero-shot: one greedy episode from a random start,
+    one evaluation.
 
     Args:
         budget (int, optional): timer evaluations in all, 1 to :data:`~gnplace.limits.MAX_BUDGET` (default: 2000).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -218,6 +220,24 @@ def test_bad_hidden_or_rounds_are_refused_with_a_checkpoint_too(pretrained, tmp_
     assert "\n" not in str(err.value)
     good = PlacetoPlacer(budget=1, checkpoint=str(path), hidden=64, rounds=2)  # valid: the checkpoint's shape wins
     assert (good.hyper.hidden, good.hyper.rounds) == (SMALL["hidden"], SMALL["rounds"])
+
+
+def test_a_checkpoint_places_zero_shot_at_any_budget_up_to_one_episode_of_every_pass(family, pretrained, tmp_path):
+    """One episode is 1 + K G evaluations: the placer's docstring said 1 + G, the README "a larger budget [than 1]
+    fine-tunes", where with passes=2 a budget of 1 + G + 1 still placed zero-shot, for one evaluation."""
+    _, graph, cluster = family
+    path = save_placeto(pretrained, tmp_path / "p.pt")
+    groups = build_policy_input(graph, cluster, max_nodes=128).num_groups
+    for budget in (2, 1 + groups + 1, 1 + 2 * groups):
+        zero = PlacetoPlacer(budget=budget, checkpoint=str(path), passes=2)
+        zero.place(graph, cluster, seed=0)
+        assert (zero.last_evaluations, zero.last_updates, zero.last_episodes) == (1, 0, 1)
+    tuned = PlacetoPlacer(budget=2 + 2 * groups, checkpoint=str(path), passes=2)
+    tuned.place(graph, cluster, seed=0)
+    assert tuned.last_updates == 1
+    assert "``1 + K G``" in (PlacetoPlacer.__doc__ or "")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "as does any budget up to one episode, 1 + groups x passes" in readme
 
 
 def test_a_checkpoint_places_only_on_its_number_of_devices(pretrained, tmp_path):
