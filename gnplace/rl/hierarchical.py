@@ -19,11 +19,13 @@ group's device. Both networks are trained with REINFORCE on the joint log-likeli
     \\nabla J \\approx \\tfrac{1}{B}\\textstyle\\sum_b (R_b - \\bar R)\\,
         \\nabla\\bigl[\\log p_{grouper}(g_b) + \\log p_{placer}(d_b \\mid g_b)\\bigr],
 
-with :math:`R = -\\sqrt{T}` (:func:`~gnplace.rl.comparator.sqrt_reward`; the paper charges failing
-placements 100 s), :math:`\\bar R` an exponential moving average (decay 0.9), Adam with learning
-rate 0.1 decayed by 0.95 (here: every 10 updates, to a floor of 1e-3, our choice: the paper does not
-say how often), gradient norm bound 1.0, and Gaussian noise of standard deviation 0.5 on the Placer's
-logits during the first half of the budget ("early on"; the log-likelihoods are the noiseless ones).
+with :math:`R = -\\sqrt{T / T_{ser}}`, the step time over the graph's serial step, a placement that
+overflows a device charged :math:`T = 10\\,T_{slow}` (:func:`~gnplace.rl.comparator.sqrt_reward`; the
+paper: :math:`-\\sqrt{T}` in seconds, failing placements charged 100 s), :math:`\\bar R` an exponential
+moving average (decay 0.9), Adam with learning rate 0.1 decayed by 0.95 (here: every 10 updates, to a
+floor of 1e-3, our choice: the paper does not say how often), gradient norm bound 1.0, and Gaussian
+noise of standard deviation 0.5 on the Placer's logits during the first half of the budget ("early on";
+the log-likelihoods are the noiseless ones).
 
 Where this differs from the paper by default: the initial learning rate is 0.01, not 0.1
 (:class:`HierarchicalPlacer` says what was measured); the Placer's LSTMs are 128 wide (``hidden``, the

@@ -3,8 +3,9 @@
 A sequence-to-sequence LSTM with attention (:class:`~gnplace.policy.seq2seq.Seq2SeqPolicy`) reads the
 colocation groups in topological order and emits a device per group; one policy per graph, trained
 from a uniformly random start with REINFORCE and a moving-average baseline of the reward
-:math:`R = -\\sqrt{T}` (:func:`~gnplace.rl.comparator.sqrt_reward`). Per batch of :math:`B` sampled
-placements:
+:math:`R = -\\sqrt{T / T_{ser}}`, the step time over the graph's serial step, a placement that overflows a
+device charged :math:`T = 10\\,T_{slow}` (:func:`~gnplace.rl.comparator.sqrt_reward`; the paper's
+:math:`-\\sqrt{T}` is in seconds). Per batch of :math:`B` sampled placements:
 
 .. math::
     \\nabla_\\theta J \\approx \\frac{1}{B} \\sum_b (R_b - \\bar R)\\, \\nabla_\\theta \\log \\pi_\\theta(a_b),

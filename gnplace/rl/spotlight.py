@@ -3,11 +3,11 @@
 The policy of ``rnn_pg`` (:class:`~gnplace.policy.seq2seq.Seq2SeqPolicy`, two stacked LSTM layers,
 initialised to uniformly random distributions) places the groups one stage at a time, Spotlight's
 multi-stage MDP: stage :math:`t` chooses the device of the :math:`t`-th group given the devices
-chosen before it (the decoder's state), and the reward, :math:`R = -\\sqrt{T}`
-(:func:`~gnplace.rl.comparator.sqrt_reward`), comes when the placement is complete. One policy per
-graph. Spotlight trains it with proximal policy optimisation with a KL penalty, :math:`\\beta`
-"set as the typical value of 1" and adapted, and ten stochastic gradient steps on each batch of
-sampled placements: the landed loss (:func:`~gnplace.rl.ppo.ppo_loss`),
+chosen before it (the decoder's state), and the reward, :math:`R = -\\sqrt{T / T_{ser}}`
+(the step time over the graph's serial step: :func:`~gnplace.rl.comparator.sqrt_reward`), comes when
+the placement is complete. One policy per graph. Spotlight trains it with proximal policy optimisation
+with a KL penalty, :math:`\\beta` "set as the typical value of 1" and adapted, and ten stochastic
+gradient steps on each batch of sampled placements: the landed loss (:func:`~gnplace.rl.ppo.ppo_loss`),
 
 .. math::
     L(\\theta) = \\mathbb{E}_{b,t}\\bigl[-\\min(r_{bt}\\hat A_b, \\mathrm{clip}(r_{bt}, 1\\pm\\epsilon)\\hat A_b)

@@ -258,3 +258,13 @@ def test_check_unit_states_the_interval_it_checks():
             check_unit("me", x=value, **kwargs)
     with pytest.raises(InvalidArgument, match=r"got a number of 401 digits$"):  # not its digits
         check_unit("me", x=10**400)
+
+
+def test_each_placers_docstring_states_the_reward_it_computes():
+    """rnn_pg's, hierarchical's and spotlight's said R = -sqrt(T), the papers' reward in seconds; sqrt_reward
+    computes -sqrt(T / T_ser), the step time over the graph's serial step (a step of 8 s over 2 s: -2, not -2.83)."""
+    from gnplace.rl import hierarchical, rnn_pg, spotlight
+
+    assert sqrt_reward(np.array([8.0]), np.array([False]), 2.0)[0] == pytest.approx(-2.0)
+    for module in (rnn_pg, hierarchical, spotlight):
+        assert module.__doc__ is not None and ":math:`R = -\\sqrt{T / T_{ser}}`" in module.__doc__, module.__name__
