@@ -17,6 +17,13 @@ command above it):
 4. **Against the proved optimum**: the small graphs of ``docs/exact_gap.md``, the exact CP-SAT
    placement against ``auto`` and gnplace zero-shot.
 5. **Time to place** against graph size (ENAS cifar10 graphs up to 100,000 ops).
+6. **The search placers' learning curves**: ``ppo`` and ``reinforce`` alone (no annealing prelude) beside
+   ``annealing``, 20,000 evaluations on the first test graph of each family on k80x4 (the README's
+   ``curve_*.png``, as ``bench.py curves`` draws them).
+
+Section 1 also draws every non-learned placer's step over the best of them on the test splits
+(``baselines_ratios.png``, the figure of ``docs/baselines.md``), so that the report makes every figure the
+documentation shows.
 
 Every run is saved under ``--out`` as it finishes (JSON lines, and ``gnplace.evaluate``'s
 ``results.csv``), so an interrupted report resumes; ``--quick`` runs a small version of every section
@@ -34,7 +41,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -92,6 +99,13 @@ class Config:
     scale_placers: tuple[str, ...] = ("m_etf", "auto", "policy", "rnn_pg", "placeto")
     scale_budget: int = 64
     scale_auto_up_to: int = 200_000  # auto took 6.5 s, m_etf 2.4 s on 93,567 ops (2026-11-24)
+    baseline_placers: tuple[str, ...] = ("single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct",
+                                         "random_search", "annealing", "auto")
+    baseline_budget: int = 200
+    curve_per_family: int = 1
+    curve_cluster: str = "k80x4"
+    curve_placers: tuple[str, ...] = ("ppo", "reinforce", "annealing")
+    curve_budget: int = 20_000
 
 
 FULL = Config()
@@ -101,6 +115,7 @@ QUICK = Config(
     rl_budget=64, placeto_train_graphs=2, placeto_episodes=2, exact_clusters=("k80x2",), exact_per_family=1,
     exact_examples=False, exact_time_limit=0.5, exact_samples=8, scale_ops=(500, 2_000),
     scale_placers=("m_etf", "policy", "rnn_pg"), scale_budget=32,
+    baseline_placers=("single", "round_robin", "heft", "annealing", "auto"), baseline_budget=16, curve_budget=64,
 )
 
 
@@ -118,8 +133,10 @@ def rows_of(tasks: list[Any], rows: list[Any]) -> list[Any]:
     return [r for r in rows if r.key in keys]
 
 
-def table_placements(tasks: list[Any], folder: Path, jobs: int) -> list[Any]:
+def table_placements(tasks: list[Any], folder: Path, jobs: int, label: str = "section 1") -> list[Any]:
     """Section 1's placements through ``gnplace.evaluate`` (resuming from ``folder``), a line as each finishes.
+
+    ``label`` names them in those lines (``[report] section 1: 3 saved, 5 to run``).
 
     Returns:
         list: the rows of ``folder/results.csv`` (:func:`rows_of` picks those of ``tasks``).
@@ -132,11 +149,11 @@ def table_placements(tasks: list[Any], folder: Path, jobs: int) -> list[Any]:
 
     def reused(count: int) -> None:
         todo[0] = total - count
-        print(f"[report] section 1: {count} saved, {todo[0]} to run", flush=True)
+        print(f"[report] {label}: {count} saved, {todo[0]} to run", flush=True)
 
     def progress(row: Any) -> None:
         done[0] += 1
-        print(f"[report] section 1 {done[0]}/{todo[0]}: {row.graph}|{row.cluster}|{row.placer}"
+        print(f"[report] {label} {done[0]}/{todo[0]}: {row.graph}|{row.cluster}|{row.placer}"
               + (f" ERROR {row.error}" if row.error else ""), flush=True)
 
     return evaluate(tasks, folder, jobs=jobs, progress=progress, reused=reused)
@@ -566,6 +583,132 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
             print(f"[report] scale {graph.num_ops} ops {name}: {store.rows[key]['seconds']:.1f} s", flush=True)
         rows.append(store.rows[key])
     return rows
+
+
+# ------------------------------------------------------------------- section 1's figure, section 6: curves
+def baseline_summary(config: Config, folder: Path, jobs: int) -> list[dict[str, Any]]:
+    """Every non-learned placer on the test splits, through ``gnplace evaluate`` (resuming from ``folder``): its summary.
+
+    The run of ``docs/baselines.md``'s first table (``gnplace evaluate ... --budget 200 --plot``), whose figure
+    (:data:`BASELINE_FIGURE`: each cluster's step over the best non-learned placer, per placer, geometric mean over
+    the families' test graphs) :func:`gnplace.viz.plot_ratios` draws from it.
+    """
+    from gnplace.evaluate import Task, summarise
+
+    paths = [p for f in config.families for p in test_graphs(f, config.table_per_family)]
+    tasks = [Task.with_options(p, c, name, budget=config.baseline_budget)
+             for p in paths for c in config.table_clusters for name in config.baseline_placers]
+    rows = table_placements(tasks, folder, jobs, "section 1, every non-learned placer")
+    return summarise(rows_of(tasks, rows))
+
+
+def curve_key(path: str, cluster: str, name: str, budget: int, seed: int) -> str:
+    """The key of section 6's row: search placer ``name``'s learning curve, alone, on a graph file and cluster."""
+    return f"{Path(path).stem}|{cluster}|{revised(name)}|{budget}|seed {seed}|alone{against('auto')}"
+
+
+#: What the report reads of each row of section 6 (:func:`curve_row`), and the kinds of value it reads there.
+CURVE_FIELDS = ("graph", "cluster", "placer", "budget", "name", "auto_s", "corners", "last_evaluation", "seconds")
+CURVE_KINDS: dict[str, tuple[type, ...]] = {
+    **{field: (str,) for field in ("graph", "cluster", "placer", "name")},
+    **{field: _NUMBER for field in ("auto_s", "seconds")}, "budget": (int,), "last_evaluation": (int,),
+    "corners": (list,)}
+
+
+def curve_row(task: dict[str, Any]) -> dict[str, Any]:
+    """Run one search placer alone on one graph and cluster (``bench.py curves``' run); its curve's corners."""
+    import torch
+    from benchmarks.search import auto_step, curve_corners, search_curve
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+
+    torch.set_num_threads(1)
+    graph, cluster = load_graph(task["graph"]), load_cluster(task["cluster"])
+    auto = auto_step(graph, cluster, task["seed"])
+    run = search_curve(graph, cluster, task["placer"], task["budget"], task["seed"], auto)
+    evals, ratio = run.pop("evaluations"), run.pop("best_over_auto")
+    return {**task, "name": graph.name, "auto_s": auto, "corners": curve_corners(evals, ratio),
+            "last_evaluation": int(evals[-1]), **run}
+
+
+def curve_row_readable(row: dict[str, Any]) -> bool:
+    """Whether section 6's saved row holds a curve the report draws (:data:`CURVE_KINDS`; else it is made again).
+
+    Its corners are pairs of numbers, evaluations rising, best steps over ``auto``'s positive, finite and falling,
+    and its last evaluation no earlier than its last corner: what :func:`curve_row` writes.
+
+    Examples:
+        >>> row = {"graph": "g", "cluster": "c", "placer": "ppo", "name": "g", "auto_s": 1.0, "seconds": 2.0,
+        ...        "budget": 8, "last_evaluation": 8, "corners": [[1, 1.0], [3, 0.9]]}
+        >>> curve_row_readable(row), curve_row_readable({**row, "corners": [[3, 0.9], [1, 1.0]]})
+        (True, False)
+    """
+    if not holds_kinds(row, CURVE_KINDS) or not row["corners"]:
+        return False
+    corners = row["corners"]
+    if not all(isinstance(c, list) and len(c) == 2 and holds_kinds({"e": c[0], "q": c[1]}, {"e": (int,), "q": _NUMBER})
+               and math.isfinite(c[1]) and c[1] > 0 for c in corners):
+        return False
+    rising = all(a[0] < b[0] and a[1] > b[1] for a, b in zip(corners, corners[1:]))
+    return rising and row["last_evaluation"] >= corners[-1][0]
+
+
+def curve_of(row: dict[str, Any]) -> tuple[list[int], list[float]]:
+    """A section 6 row's curve as drawn: its corners (evaluations, best step over ``auto``'s) to its last evaluation.
+
+    Examples:
+        >>> curve_of({"corners": [[1, 1.0], [3, 0.9]], "last_evaluation": 8})
+        ([1, 3, 8], [1.0, 0.9, 0.9])
+    """
+    evals = [int(e) for e, _ in row["corners"]]
+    ratio = [float(q) for _, q in row["corners"]]
+    if row["last_evaluation"] > evals[-1]:
+        evals.append(int(row["last_evaluation"]))
+        ratio.append(ratio[-1])
+    return evals, ratio
+
+
+def curve_tasks(config: Config) -> list[dict[str, Any]]:
+    """Section 6's tasks: each search placer of ``config`` on the first test graph(s) of each family, seed 0."""
+    cluster = config.curve_cluster
+    return [{"key": curve_key(p, cluster, name, config.curve_budget, 0), "graph": p, "cluster": cluster,
+             "placer": name, "budget": config.curve_budget, "seed": 0, **inputs_identity(p, cluster)}
+            for f in config.families for p in test_graphs(f, config.curve_per_family) for name in config.curve_placers]
+
+
+def draw_curves(rows: list[dict[str, Any]], figures: Path) -> list[Path]:
+    """Each graph's learning curves of section 6 into ``figures`` (``curve_GRAPH_CLUSTER.png`` and its JSON)."""
+    from benchmarks.search import write_curves
+
+    drawn = []
+    for graph in dict.fromkeys(r["graph"] for r in rows):
+        part = [r for r in rows if r["graph"] == graph]
+        curves = {r["placer"]: curve_of(r) for r in part}
+        drawn.append(write_curves(curves, part[0]["name"], part[0]["cluster"], part[0]["auto_s"], part[0]["budget"],
+                                  figures))
+    return drawn
+
+
+def curve_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Section 6's table: each placer's final best step over ``auto``'s and the evaluations it needed to reach each's.
+
+    ``never`` where it did not reach that final, ``-`` where that placer did not run on the graph.
+    """
+    from benchmarks.search import evaluations_to_reach
+
+    placers = list(dict.fromkeys(r["placer"] for r in rows))
+    lines = ["| graph (cluster) | placer | best / auto | seconds | " + " | ".join(
+        f"evaluations to {p}'s final" for p in placers) + " |", "| --- " * (4 + len(placers)) + "|"]
+    for graph in dict.fromkeys(r["graph"] for r in rows):
+        part = [r for r in rows if r["graph"] == graph]
+        reach = evaluations_to_reach({r["placer"]: curve_of(r) for r in part})
+        for r in part:
+            mine = reach[r["placer"]]
+            cells = ["-" if p not in mine else "never" if mine[p] is None else f"{mine[p]:,}" for p in placers]
+            lines.append(f"| {r['name']} ({r['cluster']}) | {r['placer']} | {fmt(r['corners'][-1][1])} | "
+                         f"{fmt(r['seconds'], 0)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 # -------------------------------------------------------------------------------------------- figures
@@ -1144,10 +1287,23 @@ def check_doc_is_no_run_file(doc: Path, out: Path, cache: Path) -> None:
 
 #: The figures the report writes in ``--figures`` (sections 2 and 5), before the report itself.
 FIGURES = ("report_learned.png", "report_curves.png", "report_scale.png")
+#: Section 1's figure of every non-learned placer (``docs/baselines.md``'s).
+BASELINE_FIGURE = "baselines_ratios.png"
 
 
-def check_doc_is_no_figure(doc: Path, figures: Path) -> None:
-    """Refuse a ``--doc`` that is one of the figures the report writes (:data:`FIGURES` in ``--figures``).
+def figure_names(config: Config) -> list[str]:
+    """Every file the report draws into ``--figures``: :data:`FIGURES`, :data:`BASELINE_FIGURE` and section 6's."""
+    from benchmarks.search import curve_stem
+
+    from gnplace.graph_io import load_graph
+
+    stems = [curve_stem(load_graph(p).name, config.curve_cluster)
+             for f in config.families for p in test_graphs(f, config.curve_per_family)]
+    return [*FIGURES, BASELINE_FIGURE, *(f"{stem}{suffix}" for stem in stems for suffix in (".png", ".json"))]
+
+
+def check_doc_is_no_figure(doc: Path, figures: Path, names: Sequence[str] = FIGURES) -> None:
+    """Refuse a ``--doc`` that is one of the figures the report writes (``names`` in ``--figures``).
 
     The figures are written just before the report: ``--doc docs/figures/report_scale.png`` replaced the figure of
     the report before, and the one just drawn, with the report's text, the image it links to.
@@ -1158,7 +1314,7 @@ def check_doc_is_no_figure(doc: Path, figures: Path) -> None:
     from gnplace.exceptions import InvalidArgument
 
     target = doc.resolve()
-    for name in FIGURES:
+    for name in names:
         if (figures / name).resolve() == target:
             raise InvalidArgument(f"--doc {doc}: the report draws its figure {figures / name} there; name another "
                                   "file")
@@ -1229,7 +1385,7 @@ def check_paths(args: argparse.Namespace) -> tuple[str, Path, Path, str]:
     if args.doc:
         check_doc_folder(doc, out)
         check_doc_is_no_run_file(doc, out, Path(cache))
-        check_doc_is_no_figure(doc, figures)
+        check_doc_is_no_figure(doc, figures, figure_names(QUICK if args.quick else FULL))
     check_report_kind(out, out_name, args.quick)
     return out_name, doc, figures, cache
 
@@ -1312,6 +1468,7 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
              for p in paths for c in config.table_clusters for name in config.table_placers]
     table_rows = table_placements(tasks, out / "table", args.jobs)
     summary = summarise(rows_of(tasks, table_rows))  # not a full report's rows in a quick one's table
+    baselines = baseline_summary(config, out / "baselines", args.jobs)
     clock.book()
 
     # 2. learned placers with one budget
@@ -1347,12 +1504,21 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
 
     # 5. time to place against size
     scale = scale_rows(config, Path(cache), Store(out / "scale.jsonl"))
+    clock.book()
+
+    # 6. the search placers' learning curves
+    searches = Store(out / "curves.jsonl").run(curve_tasks(config), curve_row, args.jobs, "section 6", IDENTITY,
+                                               None, CURVE_FIELDS, curve_row_readable)
 
     # the figures after every run, just before the report: one cut short leaves the figures of the report before
     bars_png, curves_png, scale_png = (figures / name for name in FIGURES)
     plot_curves([r for r in learned if r["placer"] != "placeto_zs"], curves_png, config.rl_clusters[0])
     plot_learned_bars(learned, bars_png, placers)
     plot_scale(scale, scale_png)
+    from gnplace.viz import plot_ratios
+
+    plot_ratios(baselines, figures / BASELINE_FIGURE)
+    search_pngs = draw_curves(searches, figures)
 
     minutes, spent = clock.minutes, clock.book()
     rel = os.path.relpath(figures, doc.parent)
@@ -1385,6 +1551,13 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
         lines.append(f"| {s['family']} | {s['cluster']} | {s['label']} | {s['graphs']} | {fmt(s['vs_best'])} "
                      f"| {fmt(s['vs_bound'])} | {s['best_count']} | {s['oom']} | {fmt(s['place_s'])} |")
     lines += [
+        "",
+        f"`{command}` (section 1; rows in `{out_name}/baselines/results.csv`): every non-learned placer "
+        f"({', '.join(config.baseline_placers)}; the searches with {config.baseline_budget} evaluations, from `auto`'s "
+        "placement) on the test splits, each cluster's step over the best of them, geometric mean over the "
+        "families' graphs (`docs/baselines.md`'s figure).",
+        "",
+        f"![every non-learned placer]({rel}/{BASELINE_FIGURE})",
         "",
         f"## 2. Learned placers, {config.rl_budget} simulator evaluations each",
         "",
@@ -1461,8 +1634,15 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
                  for p in config.scale_placers]
         lines.append(f"| {ops:,} | " + " | ".join(cells) + " |")
     lines += ["", f"![time to place]({rel}/report_scale.png)", ""]
+    lines += ["## 6. The search placers' learning curves", "",
+              f"`{command}` (section 6; rows in `{out_name}/curves.jsonl`): best step time over `auto`'s against "
+              f"timer evaluations, {config.curve_budget:,} evaluations, seed 0, the first test graph of each family on "
+              f"{config.curve_cluster}; `ppo` and `reinforce` alone (no annealing prelude), so that the three are "
+              "separate searches (what `python scripts/bench.py curves` runs and draws; each figure's corners in the "
+              "JSON beside it).", "", *curve_table(searches), "",
+              *(f"![{png.stem}]({rel}/{png.name})" for png in search_pngs), ""]
     write_atomically(doc, "\n".join(lines).encode())  # a kill leaves the report before, not half of it
-    print(f"[report] wrote {doc} and {figures}/report_*.png in {minutes:.1f} min", flush=True)
+    print(f"[report] wrote {doc} and its figures in {figures} in {minutes:.1f} min", flush=True)
     return doc
 
 

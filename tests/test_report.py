@@ -216,7 +216,7 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script)
     assert bench.main(command) == 0
     text = doc.read_text()
     for heading in ("## 1. Every placer", "## 2. Learned placers", "## 3. The seeds' claims",
-                    "## 4. Against the proved optimum", "## 5. Time to place"):
+                    "## 4. Against the proved optimum", "## 5. Time to place", "## 6. The search placers' learning curves"):
         assert heading in text
     # the command as given, the machine
     assert f"python scripts/bench.py report --quick --out {out} --doc {doc} --figures {figures} --cache" in text
@@ -224,7 +224,11 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script)
     for placer in ("rnn_pg", "hierarchical", "spotlight", "post", "placeto", "placeto_zs", "policy", "finetune"):
         assert f"| {placer} |" in text
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert len(images) == 3 and all((doc.parent / image).is_file() for image in images)
+    # every figure the documentation shows: the report's three, docs/baselines.md's and the README's search curves
+    assert [Path(image).name for image in images] == ["baselines_ratios.png", "report_learned.png",
+                                                      "report_curves.png", "report_scale.png", "curve_ptb_002_k80x4.png"]
+    assert all((doc.parent / image).is_file() for image in images) and (figures / "curve_ptb_002_k80x4.json").is_file()
+    assert "| ptb_002 (k80x4) | ppo |" in text and "| ptb_002 (k80x4) | annealing |" in text
     # a rerun finds every run saved and places nothing again; without --doc and --figures a quick report is
     # written under --out, never over the committed docs/RESULTS.md
     committed = (ROOT / "docs" / "RESULTS.md").read_bytes()
@@ -238,6 +242,8 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script)
     assert re.search(r"section 2: \d+ saved, 0 to run", second)
     assert re.search(r"section 4: \d+ saved, 0 to run", second)
     assert re.search(r"section 5: \d+ saved, 0 to run", second) and "placeto pretrained on ptb: saved" in second
+    assert "section 1, every non-learned placer: 10 saved, 0 to run" in second
+    assert "section 6: 3 saved, 0 to run" in second
 
 
 def test_sections_five_and_placetos_pretraining_say_what_they_reused(tmp_path, load_script, monkeypatch, capsys):
@@ -660,7 +666,8 @@ def test_report_refuses_a_doc_that_is_one_of_its_run_files(tmp_path, load_script
     assert err.count("\n") == 1 and err.startswith(f"bench: error: --doc {tmp_path / doc}: "), err
 
 
-@pytest.mark.parametrize("name", ["report_curves.png", "report_learned.png", "report_scale.png"])
+@pytest.mark.parametrize("name", ["report_curves.png", "report_learned.png", "report_scale.png", "baselines_ratios.png",
+                                  "curve_cifar10_002_k80x4.png", "curve_nmt_002_k80x4.json"])
 def test_report_refuses_a_doc_that_is_one_of_its_figures(tmp_path, load_script, capsys, monkeypatch, name):
     """``--doc FIGURES/report_scale.png`` wrote the report over the figure it links to, once every section had run."""
     _stop_at_the_runs(monkeypatch)
@@ -1028,3 +1035,41 @@ def test_the_command_the_report_says_made_it_runs_as_written_with_any_path(load_
     args = argparse.Namespace(quick=True, out="my runs", doc="a b/R $HOME.md", figures="figs'x", cache="c")
     words = shlex.split(report.report_command(args))
     assert words[:3] == ["python", "scripts/bench.py", "report"] and words[3:] == given[1:]
+
+
+@pytest.mark.parametrize("edit", [
+    {"corners": []}, {"corners": [[1, 1.0], [1, 0.9]]}, {"corners": [[1, 1.0], [2, 1.1]]}, {"corners": [[1, None]]},
+    {"corners": [[1, float("nan")]]}, {"corners": [[True, 1.0]]}, {"corners": [[1, 1.0, 3]]}, {"last_evaluation": 0},
+    {"auto_s": None}, {"placer": None}, {"budget": 8.5},
+], ids=lambda edit: json.dumps(edit))
+def test_a_section_six_row_the_report_cannot_draw_is_made_again(tmp_path, load_script, edit):
+    """Section 6 (the search placers' learning curves, the README's curve_*.png) keeps its rows as the others do:
+    a saved row stands, one whose curve cannot be drawn (edited by hand) runs again, and the figure and its JSON
+    are drawn from the rows: corners held to the last evaluation."""
+    import dataclasses
+
+    report = load_script("report")
+    config = dataclasses.replace(report.QUICK, curve_placers=("annealing",), curve_budget=8)
+    (task,) = report.curve_tasks(config)
+    ran: list[str] = []
+
+    def fake_row(task):
+        ran.append(task["placer"])
+        return {**task, "name": "ptb_002", "auto_s": 0.01, "corners": [[1, 1.0], [3, 0.9]], "last_evaluation": 8,
+                "seconds": 0.5}
+
+    store = report.Store(tmp_path / "curves.jsonl")
+    first = store.run([task], fake_row, 1, "section 6", report.IDENTITY, None, report.CURVE_FIELDS,
+                      report.curve_row_readable)
+    assert ran == ["annealing"]
+    store.run([task], fake_row, 1, "section 6", report.IDENTITY, None, report.CURVE_FIELDS, report.curve_row_readable)
+    assert ran == ["annealing"]  # saved: it stands
+    store.add({**first[0], **edit})
+    again = report.Store(tmp_path / "curves.jsonl").run([task], fake_row, 1, "section 6", report.IDENTITY, None,
+                                                        report.CURVE_FIELDS, report.curve_row_readable)
+    assert ran == ["annealing", "annealing"] and again[0]["corners"] == [[1, 1.0], [3, 0.9]]
+    (tmp_path / "figs").mkdir()
+    (png,) = report.draw_curves(again, tmp_path / "figs")
+    assert png.name == "curve_ptb_002_k80x4.png" and png.read_bytes().startswith(b"\x89PNG")
+    drawn = json.loads((tmp_path / "figs" / "curve_ptb_002_k80x4.json").read_text())
+    assert drawn == {"auto_step_s": 0.01, "budget": 8, "best_over_auto": {"annealing": [[1, 1.0], [3, 0.9]]}}

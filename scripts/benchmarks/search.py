@@ -100,7 +100,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Learning curves (best step over auto's against evaluations) of the search placers; PNGs in ``--out``."""
     from gnplace.cluster import load_cluster
     from gnplace.exceptions import InvalidArgument
-    from gnplace.graph_io import load_graph, name_in_file, write_atomically
+    from gnplace.graph_io import load_graph
     from gnplace.placers import make_placer
     from gnplace.placers.registry import PLACERS
 
@@ -124,42 +124,116 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for graph in graphs:
-        sim = Simulator()
-        auto = sim.time(graph, cluster, make_placer("auto").place(graph, cluster, seed=args.seed)).step_time
+        auto = auto_step(graph, cluster, args.seed)
         curves: dict[str, tuple[list[int], list[float]]] = {}
         for name in args.placers:
-            # the learning algorithms alone: no annealing prelude, so PPO, REINFORCE and annealing stay apart
-            alone: dict[str, Any] = {"prelude": 0.0} if name in ("ppo", "reinforce") else {}
-            placer: Any = make_placer(name, budget=args.budget, **alone)  # last_history or last_trace: its own
-            start = time.perf_counter()
-            placer.place(graph, cluster, seed=args.seed)
-            seconds = time.perf_counter() - start
-            if hasattr(placer, "last_history"):
-                evals, best = map(list, zip(*placer.last_history))
-            else:
-                evals, _, best = map(list, zip(*placer.last_trace))
-            curves[name] = (evals, [b / auto for b in best])
-            row = {"graph": graph.name, "cluster": cluster.name, "placer": name, "final": best[-1] / auto,
-                   "seconds": seconds}
-            for attr in ("last_greedy_after_imitation", "last_greedy_after_search"):
-                if getattr(placer, attr, None) is not None:  # greedy policy's step over auto's (learned placers)
-                    row[attr.removeprefix("last_")] = getattr(placer, attr)
-            rows.append(row)
-            print(f"{printable_name(graph.name)} {printable_name(cluster.name)} {name}: {best[-1] / auto:.4f} of auto "
-                  f"in {seconds:.0f} s", flush=True)  # names as written: a newline or an escape in one is shown
+            run = search_curve(graph, cluster, name, args.budget, args.seed, auto)
+            evals, ratio = run.pop("evaluations"), run.pop("best_over_auto")
+            curves[name] = (evals, ratio)
+            rows.append({"graph": graph.name, "cluster": cluster.name, "placer": name, "final": ratio[-1], **run})
+            print(f"{printable_name(graph.name)} {printable_name(cluster.name)} {name}: {ratio[-1]:.4f} of auto "
+                  f"in {run['seconds']:.0f} s", flush=True)  # names as written: a newline or an escape in one is shown
+        reach = evaluations_to_reach(curves)
         for row in rows[-len(args.placers):]:
-            evals, ratio = curves[row["placer"]]
-            # evaluations this placer needed to first reach each placer's final quality (None: never reached)
-            row["evaluations_to_reach"] = {
-                other: next((e for e, q in zip(evals, ratio) if q <= curve[1][-1] + 1e-12), None)
-                for other, curve in curves.items()}
-        changes = {name: [(e, q) for i, (e, q) in enumerate(zip(*curve)) if i == 0 or q < curve[1][i - 1]]
-                   for name, curve in curves.items()}  # the step function's corners
-        stem = name_in_file(f"curve_{graph.name}_{cluster.name}", len(".json"))  # a name is never a path
-        write_atomically(out / f"{stem}.json", (json.dumps(  # a kill never truncates it
-            {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n").encode())
-        _draw_curves(curves, graph.name, cluster.name, out / f"{stem}.png")
+            row["evaluations_to_reach"] = reach[row["placer"]]
+        write_curves(curves, graph.name, cluster.name, auto, args.budget, out)
     return rows
+
+
+#: The options ``curves`` runs a search placer with: ``ppo`` and ``reinforce`` with no annealing prelude, the
+#: learning algorithms alone, so that PPO, REINFORCE and annealing stay three separate searches.
+CURVE_OPTIONS: dict[str, dict[str, Any]] = {"ppo": {"prelude": 0.0}, "reinforce": {"prelude": 0.0}}
+
+
+def auto_step(graph: Any, cluster: Any, seed: int) -> float:
+    """``auto``'s simulated step (seconds) on ``graph`` and ``cluster``: the reference of every learning curve."""
+    from gnplace.placers import make_placer
+
+    return float(Simulator().time(graph, cluster, make_placer("auto").place(graph, cluster, seed=seed)).step_time)
+
+
+def search_curve(graph: Any, cluster: Any, name: str, budget: int, seed: int, auto: float) -> dict[str, Any]:
+    """One search placer's learning curve on ``graph`` and ``cluster`` (:data:`CURVE_OPTIONS`, ``budget`` evaluations).
+
+    Args:
+        graph (OpGraph): the graph placed.
+        cluster (Cluster): the cluster it is placed on.
+        name (str): the search placer (one that takes a budget).
+        budget (int): its budget of timer evaluations.
+        seed (int): its seed.
+        auto (float): ``auto``'s step (seconds, :func:`auto_step`), which the curve is over.
+
+    Returns:
+        dict: ``evaluations`` (timer evaluations so far, one entry a point of the curve), ``best_over_auto`` (the
+        best step so far over ``auto``'s at each), ``seconds`` (wall seconds of the search), and the greedy policy's
+        step over ``auto``'s after imitation and after the search where the placer records them
+        (``greedy_after_imitation``, ``greedy_after_search``).
+    """
+    from gnplace.placers import make_placer
+
+    placer: Any = make_placer(name, budget=budget, **CURVE_OPTIONS.get(name, {}))  # last_history or last_trace
+    start = time.perf_counter()
+    placer.place(graph, cluster, seed=seed)
+    seconds = time.perf_counter() - start
+    if hasattr(placer, "last_history"):
+        evals, best = map(list, zip(*placer.last_history))
+    else:
+        evals, _, best = map(list, zip(*placer.last_trace))
+    run: dict[str, Any] = {"evaluations": [int(e) for e in evals], "best_over_auto": [b / auto for b in best],
+                           "seconds": seconds}
+    for attr in ("last_greedy_after_imitation", "last_greedy_after_search"):
+        if getattr(placer, attr, None) is not None:  # greedy policy's step over auto's (learned placers)
+            run[attr.removeprefix("last_")] = getattr(placer, attr)
+    return run
+
+
+def curve_corners(evals: list[int], ratio: list[float]) -> list[list[float]]:
+    """The corners of a best-so-far curve: its first point and each point where it improves ([evaluations, ratio]).
+
+    Examples:
+        >>> curve_corners([1, 2, 3, 4], [1.0, 0.9, 0.9, 0.8])
+        [[1, 1.0], [2, 0.9], [4, 0.8]]
+    """
+    return [[e, q] for i, (e, q) in enumerate(zip(evals, ratio)) if i == 0 or q < ratio[i - 1]]
+
+
+def evaluations_to_reach(curves: dict[str, tuple[list[int], list[float]]]) -> dict[str, dict[str, int | None]]:
+    """Per placer, the evaluations it needed to first reach each placer's final quality (None: never).
+
+    Examples:
+        >>> evaluations_to_reach({"a": ([1, 10], [1.0, 0.8]), "b": ([1, 5], [1.0, 0.9])})
+        {'a': {'a': 10, 'b': 10}, 'b': {'a': None, 'b': 5}}
+    """
+    return {name: {other: next((e for e, q in zip(evals, ratio) if q <= curve[1][-1] + 1e-12), None)
+                   for other, curve in curves.items()}
+            for name, (evals, ratio) in curves.items()}
+
+
+def curve_stem(graph: str, cluster: str) -> str:
+    """The file name (no suffix) of a graph's learning curves on a cluster: ``curve_GRAPH_CLUSTER``, never a path."""
+    from gnplace.graph_io import name_in_file
+
+    return name_in_file(f"curve_{graph}_{cluster}", len(".json"))
+
+
+def write_curves(curves: dict[str, tuple[list[int], list[float]]], graph: str, cluster: str, auto: float,
+                 budget: int, out: Path) -> Path:
+    """One graph's learning curves into ``out``: the figure (``curve_GRAPH_CLUSTER.png``) and its corners as JSON.
+
+    ``curves`` holds each placer's (evaluations, best step over ``auto``'s); the JSON holds ``auto``'s step
+    (seconds), the budget and each curve's corners (:func:`curve_corners`). Both are written atomically.
+
+    Returns:
+        Path: the figure.
+    """
+    from gnplace.graph_io import write_atomically
+
+    stem = curve_stem(graph, cluster)
+    corners = {name: curve_corners(*curve) for name, curve in curves.items()}
+    write_atomically(out / f"{stem}.json", (json.dumps(  # a kill never truncates it
+        {"auto_step_s": auto, "budget": budget, "best_over_auto": corners}) + "\n").encode())
+    _draw_curves(curves, graph, cluster, out / f"{stem}.png")
+    return out / f"{stem}.png"
 
 
 def _draw_curves(curves: dict[str, tuple[list[int], list[float]]], graph: str, cluster: str, path: Path) -> None:
