@@ -566,6 +566,21 @@ def environment_backend() -> str:
     return backend
 
 
+def _forget_unmade_group() -> None:
+    """Take back the number a failed ``init_process_group`` gave the process group it never made.
+
+    torch numbers the default group (its store keys, ``/0//cpu//...``) from a counter that it raises before the
+    rendezvous and puts back to 0 only when ``destroy_process_group`` destroys a group: a join that failed (ranks
+    that never came within the timeout) left it raised, and every later timer of this process then waited under
+    ``/1//...`` for fresh ranks that wait under ``/0//...``, failing after its timeout.
+    """
+    if dist.is_initialized():
+        return
+    world = getattr(dist.distributed_c10d, "_world", None)
+    if world is not None and hasattr(world, "group_count"):
+        world.group_count = 0
+
+
 def serve() -> None:
     """Run as a worker rank (1..n-1): take commands from rank 0 until it stops the timer.
 
@@ -782,6 +797,7 @@ class DistTimer(RealStepTimer):
             with self._keeping_excepthook():
                 dist.init_process_group(self.backend, store=store, rank=0, world_size=world, timeout=timeout)
         except Exception as err:  # noqa: BLE001 - reported with the ranks' state
+            _forget_unmade_group()
             self._fail(err)
 
     @contextmanager

@@ -475,6 +475,31 @@ def test_a_rank_that_dies_while_starting_is_reported_at_once(own_ranks, monkeypa
     assert not torch.distributed.is_initialized()
 
 
+def test_a_timer_whose_ranks_did_not_join_leaves_the_next_timer_of_the_process_able_to_start(own_ranks, monkeypatch):
+    """A rank that reported itself up and never joined failed the first timer's join; torch had numbered the group it
+    never made, and every later timer of the process waited for its fresh ranks under another number until its
+    timeout ("rank 1 ... died (... wait timeout after 30000ms, keys: /0//cpu//0/0)")."""
+    import gnplace.execute.dist as dist_module
+
+    monkeypatch.setattr(dist_module, "_WORKER_CODE", (
+        "import sys, time, torch.distributed as dist; r, w, h, p = sys.argv[1:5]; "
+        "dist.TCPStore(h, int(p), int(w), is_master=False).set(f'gnplace/up/{r}', '1'); time.sleep(60)"))
+    step = import_step(*tiny())
+    on_one = np.zeros(step.graph.num_ops, dtype=np.int64)
+    stuck = DistTimer(step, repeats=1, timeout_s=2)
+    try:
+        with pytest.raises(ExecutionFailed, match="wait timeout"):
+            stuck.time(step.graph, _cluster(), on_one)
+    finally:
+        stuck.close(force=True)
+    monkeypatch.undo()  # real ranks from here
+    timer = DistTimer(step, repeats=1, timeout_s=30)
+    try:
+        assert not timer.time(step.graph, _cluster(), on_one).is_oom and timer.world == 2
+    finally:
+        timer.close()
+
+
 @pytest.mark.heavy
 def test_ranks_end_quietly_when_the_driver_is_killed(tmp_path):
     """kill -9 of the process that started the ranks: they exit on their own, printing no traceback."""
