@@ -591,7 +591,9 @@ def serve() -> None:
 
     Raises:
         ExecutionFailed: in one line, when rank 0 is gone while this rank waits for its next command (a rank that
-            ``torchrun`` started on another host printed a gloo traceback when its driver was killed).
+            ``torchrun`` started on another host printed a gloo traceback when its driver was killed), or when
+            this rank cannot join rank 0's process group (rank 0 stopped before starting its timer, a refused
+            setting: the rank printed the rendezvous's ``DistNetworkError`` traceback after the timeout).
         InvalidArgument: for a ``GNPLACE_DIST_BACKEND`` or ``GNPLACE_DIST_TIMEOUT`` out of range (``abc`` was a
             ``ValueError`` traceback).
     """
@@ -603,7 +605,13 @@ def serve() -> None:
         except (ValueError, InvalidArgument):
             raise InvalidArgument(f"GNPLACE_DIST_TIMEOUT must be seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
                                   f"got {text!r}") from None
-        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        try:
+            dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        except (RuntimeError, ValueError) as err:  # no rank 0 within the timeout (it stopped on an error), no address
+            _forget_unmade_group()
+            raise ExecutionFailed(f"rank {os.environ.get('RANK', '?')}: could not join the process group of rank 0, "
+                                  f"which runs the timing, waiting up to {timeout_s:g} s (GNPLACE_DIST_TIMEOUT): "
+                                  f"{first_line(err)}") from err
     device = _rank_device(dist.get_backend())
     program: Program | None = None
     try:

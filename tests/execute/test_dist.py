@@ -556,6 +556,26 @@ def test_a_torchrun_rank_whose_rank_0_is_gone_ends_in_one_line(monkeypatch):
     assert ended == [True]
 
 
+def test_a_torchrun_rank_whose_rank_0_never_comes_ends_in_one_line_after_the_timeout(own_ranks, monkeypatch):
+    """Rank 0 stopped on a refused setting before starting its timer (``finetune --timer dist -c k80x2``): the rank on
+    another host, serving, printed the rendezvous's DistNetworkError traceback after GNPLACE_DIST_TIMEOUT."""
+    import socket
+
+    from gnplace.execute.dist import serve
+
+    with socket.socket() as free:  # a port no rank 0 listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    for name, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "1", "WORLD_SIZE": "2",
+                        "GNPLACE_DIST_TIMEOUT": "1"}.items():
+        monkeypatch.setenv(name, value)
+    start = time.perf_counter()
+    with pytest.raises(ExecutionFailed, match=r"^rank 1: could not join the process group of rank 0, which runs the "
+                                              r"timing, waiting up to 1 s \(GNPLACE_DIST_TIMEOUT\): [^\n]+$"):
+        serve()
+    assert time.perf_counter() - start < 30 and not torch.distributed.is_initialized()
+
+
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("GNPLACE_DIST_TIMEOUT", "abc", r"^GNPLACE_DIST_TIMEOUT must be seconds above 0 and at most 86,400, got 'abc'$"),
     ("GNPLACE_DIST_TIMEOUT", "0", r"^GNPLACE_DIST_TIMEOUT must be seconds above 0 .* got '0'$"),
