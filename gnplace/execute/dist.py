@@ -745,7 +745,12 @@ class DistTimer(RealStepTimer):
         return [int(p.pid) for p in self._procs]
 
     def start(self, world: int) -> None:
-        """Bring up ``world`` ranks (this process is rank 0) and send them the program."""
+        """Bring up ``world`` ranks (this process is rank 0) and send them the program.
+
+        Raises:
+            ExecutionFailed: if a rank dies while starting, or the ranks do not come within ``timeout_s`` (those
+                this timer starts, or, under ``torchrun``, the processes it started).
+        """
         if self.world == world and dist.is_initialized():
             return
         if self.world:
@@ -758,8 +763,15 @@ class DistTimer(RealStepTimer):
                     f"the cluster has {world} devices and the timer runs on rank 0"
                 )
             if not dist.is_initialized():
-                with self._keeping_excepthook():
-                    dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
+                try:
+                    with self._keeping_excepthook():
+                        dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
+                except (RuntimeError, ValueError) as err:  # a rank that never came: DistStoreError, a traceback
+                    _forget_unmade_group()
+                    raise ExecutionFailed(
+                        f"rank 0 could not join the process group of the {world} processes torchrun started, "
+                        f"waiting up to {self.timeout_s:g} s for them: {first_line(err)}"
+                    ) from err
         else:
             check_cores(world, self.threads)
             if dist.is_initialized():

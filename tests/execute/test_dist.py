@@ -576,6 +576,29 @@ def test_a_torchrun_rank_whose_rank_0_never_comes_ends_in_one_line_after_the_tim
     assert time.perf_counter() - start < 30 and not torch.distributed.is_initialized()
 
 
+def test_rank_0_whose_torchrun_ranks_never_come_ends_in_one_line_after_the_timeout(own_ranks, monkeypatch):
+    """Under torchrun, rank 0's timer waited for ranks that never joined (a host down) and raised torch's
+    DistStoreError, which the command line printed as a traceback: now one ExecutionFailed line."""
+    import socket
+
+    with socket.socket() as free:  # a port for rank 0's store
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    for name, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(name, value)
+    step = import_step(*tiny())
+    timer = DistTimer(step, timeout_s=1)
+    start = time.perf_counter()
+    try:
+        with pytest.raises(ExecutionFailed, match=r"^rank 0 could not join the process group of the 2 processes "
+                                                  r"torchrun started, waiting up to 1 s for them: [^\n]+$"):
+            timer.time(step.graph, _cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))
+        assert time.perf_counter() - start < 30
+        assert not torch.distributed.is_initialized()
+    finally:
+        timer.close()
+
+
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("GNPLACE_DIST_TIMEOUT", "abc", r"^GNPLACE_DIST_TIMEOUT must be seconds above 0 and at most 86,400, got 'abc'$"),
     ("GNPLACE_DIST_TIMEOUT", "0", r"^GNPLACE_DIST_TIMEOUT must be seconds above 0 .* got '0'$"),
