@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ranks", type=int, default=None, help="dist: ranks (devices) (default: 2)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per device (default: 1)")
     p.add_argument("--devices", default=None, type=device_names,
-                   help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
+                   help="local: torch devices, e.g. cuda:0,cpu (default: cpu, and cuda:0 where torch sees a GPU)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
     p.add_argument("--placements", type=int, default=20,
                    help="placements to check the simulator on (0: none; default: 20)")

@@ -244,3 +244,12 @@ def test_under_torchrun_ranks_other_than_its_count_are_refused_on_every_rank(tmp
                      "-o", str(tmp_path / "out")]) == 2
         assert capsys.readouterr().err == ("gnplace: error: --ranks 3: torchrun started 2 processes, one rank each; "
                                            "give --ranks 2 or leave it out\n")
+
+
+def test_help_says_the_local_devices_default_to_the_cpu_alone_without_a_gpu(capsys):
+    """``--devices`` said its default was "cpu + cuda:0"; on a machine torch sees no GPU on, it profiles the CPU alone
+    (:func:`gnplace.execute.profile.calibrate`)."""
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: cpu, and cuda:0 where torch sees a GPU)" in text and "cpu + cuda:0" not in text
