@@ -30,7 +30,7 @@ Usage::
 first N test graphs of each family wherever it is taken, ``0`` all of them (``device-map`` draws N models
 a family, at least one). The benchmarks live in
 ``scripts/benchmarks/``, one module per part of gnplace; ``report`` (``scripts/report.py``) runs every
-placer side by side and writes ``docs/RESULTS.md`` and ``docs/figures/report_*.png``.
+placer side by side and writes ``docs/RESULTS.md`` and every figure of the documentation into ``docs/figures/``.
 """
 
 from __future__ import annotations

@@ -1674,7 +1674,8 @@ def add_parser(sub: Any) -> None:
                         help="the report (default: docs/RESULTS.md; with --quick OUT/RESULTS.md, so the "
                              "committed report stays as it is)")
     report.add_argument("--figures", default=None, help="its figures (default: docs/figures; with --quick OUT/figures)")
-    report.add_argument("--jobs", "-j", type=int, default=2)
+    report.add_argument("--jobs", "-j", type=int, default=2,
+                        help="processes running the placements, one thread each (default: 2)")
     report.add_argument("--cache", default=None, help="large generated graphs (default: out/bench, shared with "
                                                         "`bench.py scale`; with --quick OUT/cache)")
 

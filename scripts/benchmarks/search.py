@@ -387,7 +387,9 @@ def add_parsers(sub: Any) -> None:
     curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
     curves.add_argument("--budget", type=int, default=20_000)
     curves.add_argument("--seed", type=whole_number, default=0)
-    curves.add_argument("--out", "-o", default="docs/figures")
+    curves.add_argument("--out", "-o", default=str(DATASETS.parent / "docs" / "figures"),
+                        help="folder of the figures and their JSON (default: the project's docs/figures, wherever it "
+                             "runs from, as the report's section 6)")
     speed = add_command(sub, "ppo-speed", run_ppo_speed, "seconds of one PPO iteration")
     speed.add_argument("--nodes", type=int, default=1000)
     speed.add_argument("--cluster", default="k80x4")

@@ -320,3 +320,14 @@ def test_a_curves_title_draws_the_graphs_name_as_written_within_the_figure(load_
     fig = drawn[2]
     box = fig.axes[0].title.get_window_extent(FigureCanvasAgg(fig).get_renderer())
     assert 0 <= box.x0 and box.x1 <= fig.bbox.x1
+
+
+def test_curves_write_into_the_projects_docs_figures_by_default_wherever_they_run(load_script, tmp_path, monkeypatch):
+    """``--out`` defaulted to ``docs/figures`` of the working folder (a ``docs/`` made wherever it ran), where the
+    report's section 6 writes the project's: both draw the README's figures into the project's docs/figures."""
+    search = load_script("bench").search
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser()
+    search.add_parsers(parser.add_subparsers(dest="bench"))
+    args = parser.parse_args(["curves"])
+    assert Path(args.out) == Path(__file__).resolve().parents[2] / "docs" / "figures"
