@@ -418,9 +418,9 @@ RATIO_LABEL_POINTS = 160.0
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster.
 
-    ``summary`` holds one row per family, cluster, placer, budget and options (:func:`gnplace.evaluate.summarise`; a
-    placer given two budgets or option sets has a bar each, named by its ``label``, ``annealing@200`` or
-    ``ppo[mode=refine]@2000``, in budget order, then by label), whose
+    ``summary`` holds one row per family, cluster, placer, budget and options
+    (:func:`gnplace.evaluate_summary.summarise`; a placer given two budgets or option sets has a bar each, named by
+    its ``label``, ``annealing@200`` or ``ppo[mode=refine]@2000``, in budget order, then by label), whose
     ``vs_best`` is a geometric mean over its ``vs_best_graphs`` graphs (``graphs`` where not given); a bar is
     the mean over every graph of the cluster with a ratio, each family weighted by its graphs counted in
     ``vs_best`` (an out-of-memory or failed placement has none).

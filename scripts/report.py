@@ -593,7 +593,8 @@ def baseline_summary(config: Config, folder: Path, jobs: int) -> list[dict[str, 
     (:data:`BASELINE_FIGURE`: each cluster's step over the best non-learned placer, per placer, geometric mean over
     the families' test graphs) :func:`gnplace.viz.plot_ratios` draws from it.
     """
-    from gnplace.evaluate import Task, summarise
+    from gnplace.evaluate import Task
+    from gnplace.evaluate_summary import summarise
 
     paths = [p for f in config.families for p in test_graphs(f, config.table_per_family)]
     tasks = [Task.with_options(p, c, name, budget=config.baseline_budget)
@@ -1459,7 +1460,8 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
     sys.path.insert(0, str(ROOT / "scripts"))
 
     # 1. every placer on the test splits (and real models) on the presets
-    from gnplace.evaluate import Task, summarise
+    from gnplace.evaluate import Task
+    from gnplace.evaluate_summary import summarise
 
     paths = [p for f in config.families for p in test_graphs(f, config.table_per_family)]
     if config.real:

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summarise, task_key, write_markdown
+from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, task_key
+from gnplace.evaluate_summary import summarise, write_markdown
 from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph_io import load_graph, save_graph
 from gnplace.placers import PLACERS
@@ -234,21 +235,6 @@ def row(path: str, placer: str, step: float, *, oom: bool = False, single: float
                step_time_s=step, bound_s=bound, single_s=single, peak_memory_bytes=0.0, oom=oom, place_seconds=0.5)
 
 
-def test_summary_ratios_are_geometric_means_against_the_best_feasible(tmp_path):
-    rows = [
-        row("g1", "a", 2.0), row("g1", "b", 1.0), row("g1", "c", 0.5, oom=True),
-        row("g2", "a", 1.0), row("g2", "b", 4.0), row("g2", "c", 1.0),
-    ]
-    by = {s["placer"]: s for s in summarise(rows)}
-    assert by["a"]["vs_best"] == pytest.approx(math.sqrt(2.0 * 1.0))
-    assert by["b"]["vs_best"] == pytest.approx(math.sqrt(1.0 * 4.0))
-    assert by["c"]["vs_best"] == pytest.approx(1.0) and by["c"]["oom"] == 1  # OOM rows excluded from ratios
-    assert by["a"]["vs_single"] == pytest.approx(math.sqrt(0.5 * 0.25))
-    assert by["b"]["best_count"] == 1 and by["a"]["best_count"] == 1
-    md = write_markdown(summarise(rows), tmp_path / "r.md").read_text()
-    assert md.count("\n") == 2 + 3 and "| f | c | a | 2 |" in md
-
-
 # ---------------------------------------------------------------------------------- rows that cannot lie
 def test_a_new_budget_replaces_the_old_row(graphs, tmp_path):
     path = str(graphs / "mlp3.gnpg")
@@ -433,13 +419,6 @@ def test_placers_are_built_once_per_worker(graphs, monkeypatch):
     ev._placer.cache_clear()
 
 
-def test_learned_rows_are_compared_with_but_not_part_of_the_best():
-    rows = [row("g1", "a", 2.0), row("g1", "b", 1.0)]
-    rows[1].learned = True
-    by = {s["placer"]: s for s in summarise(rows)}
-    assert by["a"]["vs_best"] == pytest.approx(1.0) and by["b"]["vs_best"] == pytest.approx(0.5)
-
-
 def test_rows_of_an_older_results_file_are_run_again(graphs, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -618,15 +597,6 @@ def test_a_step_of_work_beside_a_best_of_no_work_summarises_as_infinite_not_nan(
     assert "| round_robin | 1 | inf | inf | inf |" in (tmp_path / "table.md").read_text()
 
 
-def test_a_line_with_some_infinite_ratios_is_the_mean_of_the_others():
-    """Only a line whose every ratio is infinite is infinite; beside finite ones an infinite ratio is left out."""
-    from gnplace.evaluate import _mean_ratio
-
-    assert _mean_ratio([math.inf, 2.0, 0.5]) == 1.0
-    assert _mean_ratio([math.inf, math.inf]) == math.inf
-    assert math.isnan(_mean_ratio([]))
-
-
 def test_placers_run_by_evaluate_draw_no_bar_of_their_own():
     """Evaluation shows one bar; workers drawing their own on one terminal garbled it."""
     from gnplace.evaluate import _placer
@@ -657,22 +627,6 @@ def test_every_one_of_several_shipped_constructors_is_in_the_policys_key(graphs,
     assert task_key(task) != before  # the second file counts as much as the first
 
 
-def test_a_summary_that_fails_to_write_keeps_the_table_there_before(tmp_path):
-    """results.md was written in place, so a write cut short (a full disk, Ctrl-C) left half a table."""
-    resource = pytest.importorskip("resource")
-    path = tmp_path / "results.md"
-    before = write_markdown(summarise([row("g", "single", 1.0)]), path).read_text()
-    many = summarise([Row(**{**row("g", "single", 1.0).__dict__, "family": f"family{k}"}) for k in range(100)])
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 100, hard))  # writes past it fail (EFBIG): a full disk
-    try:
-        with pytest.raises(OSError):
-            write_markdown(many, path)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    assert path.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["results.md"]
-
-
 def test_a_task_asked_twice_runs_once(graphs, tmp_path, monkeypatch):
     """Two spellings of one cluster file gave two tasks of one key: both ran and both rows were kept."""
     import shutil
@@ -686,33 +640,6 @@ def test_a_task_asked_twice_runs_once(graphs, tmp_path, monkeypatch):
     tasks = [Task(graph, spec, "single") for spec in ("c.yaml", "./c.yaml", str(tmp_path / "c.yaml"))]
     seen = []
     assert len(evaluate(tasks, tmp_path / "out", progress=seen.append)) == 1 and len(seen) == 1
-
-
-def test_rows_of_another_simulator_mode_are_not_compared():
-    """A folder's rows of `--mode placeto` were compared with its default-mode rows: best of two simulators."""
-    rows = [row("g", "single", 2.0), row("g", "heft", 1.5), Row(**{**row("g", "heft", 1.0).__dict__, "mode": "placeto"})]
-    summary = {(s["cluster"], s["placer"]): s for s in summarise(rows)}
-    assert sorted(summary) == [("c", "heft"), ("c", "single"), ("c [placeto]", "heft")]
-    assert summary[("c", "single")]["vs_best"] == pytest.approx(2.0 / 1.5)  # not over placeto's 1.0
-    assert summary[("c [placeto]", "heft")]["vs_best"] == 1.0
-
-
-def test_a_cluster_named_like_another_modes_label_is_not_compared_with_it():
-    """A cluster file named "c [placeto]" beside c in placeto's mode: one label, and their rows were compared."""
-    placeto = Row(**{**row("g", "heft", 1.0).__dict__, "mode": "placeto", "cluster_spec": "c"})
-    named = Row(**{**row("g", "single", 9.0).__dict__, "cluster": "c [placeto]", "cluster_spec": "/w/weird.yaml"})
-    summary = {(s["cluster"], s["placer"]): s for s in summarise([placeto, named])}
-    assert sorted(summary) == [("c (c) [placeto]", "heft"), ("c [placeto] (/w/weird.yaml)", "single")]
-    assert all(s["vs_best"] == 1.0 for s in summary.values())  # each the best of its own cluster
-
-
-def test_the_mean_placement_time_is_over_the_runs_that_placed():
-    """A failed run (no placement time) counted as 0 s in the mean: 10 s and a failure gave 5 s."""
-    failed = Row(**{**row("g2", "heft", math.nan).__dict__, "place_seconds": math.nan, "error": "boom"})
-    (line,) = summarise([Row(**{**row("g1", "heft", 1.0).__dict__, "place_seconds": 10.0}), failed])
-    assert line["place_s"] == 10.0 and line["errors"] == 1
-    (none,) = summarise([failed])
-    assert math.isnan(none["place_s"])
 
 
 @pytest.mark.parametrize("budget", [0, -5, 10**9 + 1])
@@ -909,41 +836,6 @@ def test_a_placer_given_two_budgets_is_summarised_once_per_budget(tmp_path):
                                                                       "heft"]
 
 
-def _row(graph: str, placer: str, step: float, *, options: str = "{}", budget=None, seed: int = 0) -> Row:
-    """A finished row of ``graph`` (family ``toy``) on k80x2: step time ``step`` s, single device 2 s."""
-    return Row(graph, "toy", f"/g/{graph}.gnpg", 10, 5, "k80x2", placer, seed, step, 0.5, 2.0, 0.0, False, 0.1,
-               budget=budget, options=options, cluster_spec="k80x2")
-
-
-def test_a_placer_run_with_two_option_sets_is_summarised_once_per_set():
-    """Rows of annealing with and without ``start=heft`` (two checkpoints of policy) were one line and one mean."""
-    rows = [_row("a", "annealing", 1.0, budget=200), _row("a", "annealing", 1.5, options='{"start": "heft"}', budget=200),
-            _row("a", "heft", 1.2, options='{"x": 1}'),  # one option set: its label as before
-            _row("a", "policy", 2.0, options='{"checkpoint": "/ckpt/base.ckpt", "samples": 16}'),
-            _row("a", "policy", 1.0, options='{"checkpoint": "/ckpt/tuned.ckpt", "samples": 16}'),
-            _row("a", "metis", 1.0, options='{"checkpoint": "/x/p.ckpt"}'),
-            _row("a", "metis", 1.1, options='{"checkpoint": "/y/p.ckpt"}')]  # one file name: shown whole
-    summary = summarise(rows)
-    assert [(s["label"], s["vs_best"]) for s in summary] == [
-        ("annealing@200", 1.0), ("annealing[start=heft]@200", 1.5), ("heft", 1.2),
-        ('metis[{"checkpoint": "/x/p.ckpt"}]', 1.0), ('metis[{"checkpoint": "/y/p.ckpt"}]', 1.1),
-        ("policy[checkpoint=base.ckpt]", 2.0), ("policy[checkpoint=tuned.ckpt]", 1.0)]
-    assert [s["options"] for s in summary][:3] == ["{}", '{"start": "heft"}', '{"x": 1}']
-
-
-def test_graphs_counts_graph_files_and_runs_counts_rows():
-    """Two seeds of one graph counted as two 'graphs'; the means stay over every run."""
-    rows = [_row("a", "heft", 1.0, seed=0), _row("a", "heft", 4.0, seed=1), _row("b", "heft", 2.0)]
-    (line,) = summarise(rows)
-    assert (line["graphs"], line["runs"], line["vs_single"]) == (2, 3, pytest.approx(1.0))  # (1/2 * 2 * 1)^(1/3)
-
-
-def test_the_markdown_table_shows_runs_where_they_outnumber_graphs(tmp_path):
-    rows = [_row("a", "heft", 1.0, seed=0), _row("a", "heft", 4.0, seed=1), _row("b", "single", 2.0)]
-    md = write_markdown(summarise(rows), tmp_path / "r.md").read_text().splitlines()[2:]
-    assert [line.split(" | ")[2:4] for line in md] == [["heft", "1 (2 runs)"], ["single", "1"]]
-
-
 def test_a_folder_or_device_given_as_a_graph_file_is_named_as_what_it_is(graphs, tmp_path):
     """A folder ``x.gnpg`` the glob matched, or ``/dev/null``, was reported as "no such graph file" at run time."""
     from gnplace.exceptions import InvalidGraph
@@ -1067,13 +959,6 @@ def test_a_graph_of_no_ops_is_refused_before_any_run(graphs, tmp_path):
     with pytest.raises(InvalidGraph, match=r"empty\.gnpg: graph .* has no ops"):
         evaluate(tasks, tmp_path / "out")
     assert not (tmp_path / "out" / "results.csv").exists()
-
-
-def test_names_with_bars_or_line_breaks_stay_in_their_markdown_cell(tmp_path):
-    row = _row("a", "heft", 1.0)
-    row.family = "a|b\nc"
-    md = write_markdown(summarise([row]), tmp_path / "r.md").read_text().splitlines()
-    assert len(md) == 3 and md[2].startswith("| a\\|b c | k80x2 | heft |")
 
 
 def test_a_placer_an_option_starts_is_part_of_the_row(graphs, tmp_path, monkeypatch):

@@ -122,7 +122,8 @@ def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(t
 
 def test_section_one_summarises_this_runs_tasks_alone(tmp_path, load_script):
     """An earlier run's rows of another placer stay in the folder: they are neither rows nor the best of this table."""
-    from gnplace.evaluate import Task, evaluate, summarise
+    from gnplace.evaluate import Task, evaluate
+    from gnplace.evaluate_summary import summarise
 
     report = load_script("report")
     graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")

@@ -137,7 +137,8 @@ def test_a_ratio_bar_leaves_out_the_graphs_a_placer_ran_out_of_memory_on(tmp_pat
     """A family's mean counted as many times as its rows, its out-of-memory rows (no ratio) included."""
     import matplotlib.axes
 
-    from gnplace.evaluate import Row, summarise
+    from gnplace.evaluate import Row
+    from gnplace.evaluate_summary import summarise
 
     def row(graph, family, placer, step, oom=False):
         return Row(graph=graph, family=family, graph_path=graph, ops=1, groups=1, cluster="c", placer=placer, seed=0,
@@ -183,7 +184,8 @@ def test_a_placer_given_two_budgets_is_drawn_as_a_bar_each_in_budget_order(tmp_p
 
 def test_a_placer_run_with_two_option_sets_is_drawn_as_a_bar_each(tmp_path, bars):
     """Lines of ppo at one budget with and without ``mode=refine`` were one bar (their mean)."""
-    from gnplace.evaluate import Row, summarise
+    from gnplace.evaluate import Row
+    from gnplace.evaluate_summary import summarise
 
     drawn, names = bars
     rows = [Row("g", "f", "/g.gnpg", 1, 1, "c", placer, 0, step, 0.5, 2.0, 0.0, False, 0.1, budget=budget,

@@ -31,11 +31,10 @@ from gnplace.evaluate import (
     collect_graphs,
     evaluate,
     kept_placement,
-    summarise,
     task_key,
     unplaced,
-    write_markdown,
 )
+from gnplace.evaluate_summary import summarise, write_markdown
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import refuse_link
 from gnplace.limits import MAX_BUDGET
