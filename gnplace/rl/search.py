@@ -62,7 +62,8 @@ SEARCH_REHEAT_AFTER: float | None = None
 
 #: Each constructor's samples among a search's zero-shot candidates, and the ``policy`` revision whose candidates
 #: those are. The search's budget pays for every candidate, so it keeps ``policy`` revision 11's 4 (D + 33
-#: evaluations on D devices) where ``policy`` itself now draws 16 (D + 57, and D + 89 with revision 13's samples
+#: evaluations on D devices besides ``auto``'s own timings, which the budget pays for too: 57 in all on four devices)
+#: where ``policy`` itself now draws 16 (D + 57, and D + 89 with revision 13's samples
 #: around the best): ``finetune`` revision 18 was measured
 #: with them, and on real steps at budgets of a hundred the difference would be a fifth of the budget. With 16 the
 #: 18 pairs of ``bench.py finetune`` were no better after 400 or 1,000 evaluations under seeds 0 and 1, and worse
@@ -705,7 +706,7 @@ class _SearchStart:
     """What a search timed before training: its zero-shot candidate and the annealing prelude.
 
     Saved in every checkpoint of the run, so that a resumed run neither times these placements again
-    (on a real timer, real steps: the zero-shot candidates alone are ``D + 33`` of them) nor measures
+    (on a real timer, real steps: the zero-shot candidates alone are 57 of them on four devices) nor measures
     its zero-shot candidate anew.
 
     Attributes:
@@ -770,14 +771,15 @@ class FineTunePlacer(PPOSearchPlacer):
     Placeto's and GiPH's point: a policy pretrained on a family should be a better start than a fresh
     one, so a search from it needs fewer evaluations (the README measures how far the shipped
     checkpoint is from that). The checkpoint's own zero-shot placement is timed first (``zero_shot``,
-    on by default; ``D + 33`` evaluations on ``D`` devices, ``D + 43`` past 4, counted) and returned if the search
+    on by default; counted: 53 evaluations on two devices, 57 on four and 75 on eight, ``auto``'s own timings of
+    its candidates among them, 18 on up to five devices; more where memory repairs run) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. It is drawn
     under the caller's seed: the placement ``policy`` (:class:`~gnplace.rl.zeroshot.PolicyPlacer`)
     gives for the same seed with ``constructor_samples`` 4 (:data:`ZERO_SHOT_CONSTRUCTOR_SAMPLES`),
-    ``constructor_refine`` 0, ``last_rounds`` 1, ``refine`` 4 and ``polish`` 0. Then PPO searches around
-    ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored scoring, a sampling prior),
-    with no imitation (the policy already places well) and the pretraining's step sizes. Arguments as for
-    :class:`PPOSearchPlacer`.
+    ``constructor_refine`` 0, ``last_rounds`` 1, ``refine`` 4, ``polish`` 0 and ``module_chain`` 0. Then PPO
+    searches around ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored scoring, a
+    sampling prior), with no imitation (the policy already places well) and the pretraining's step sizes.
+    Arguments as for :class:`PPOSearchPlacer`.
 
     The sampling prior ``kappa`` is 4 (revision 13), between the checkpoint's pretraining prior (2)
     and the search's (6): over the 18 pairs of ``bench.py finetune`` at 1,000 evaluations under seeds

@@ -663,3 +663,35 @@ def test_a_network_shape_beside_a_checkpoint_is_refused_not_ignored():
     # the checkpoint's own shape, or the default, asks for nothing else; without a checkpoint both shape the network
     assert FineTunePlacer(budget=100, hidden=shipped.hidden, layers=shipped.layers).config.hidden == shipped.hidden
     assert PPOSearchPlacer(budget=100, hidden=8, layers=1).config.hidden == 8
+
+
+def test_fine_tunings_docstring_names_the_zero_shot_candidates_and_the_evaluations_they_spend(monkeypatch):
+    """It said ``D + 33`` evaluations on D devices, ``D + 43`` past 4, counted: the budget pays for ``auto``'s own
+    timings of its candidates too (57 on four devices, as the search spends them); and it named the options of the
+    placement ``policy`` gives without ``module_chain`` 0, which ``policy`` revision 21 runs by default."""
+    import gnplace.rl.search as search
+    from gnplace.graph_io import load_graph
+    from gnplace.rl.problem import PlacementProblem
+    from gnplace.sim.timer import BudgetedTimer
+
+    given: dict = {}
+
+    class Recording(search.PolicyPlacer):
+        def __init__(self, *args, **kwargs):
+            given.update(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(search, "PolicyPlacer", Recording)
+    doc = " ".join((FineTunePlacer.__doc__ or "").split())
+    g = load_graph("datasets/examples/mlp2x8w2048b512.gnpg")
+    for cluster, words, count in (("k80x2", "two devices", 53), ("k80x4", "four", 57), ("v100x8", "eight", 75)):
+        c = load_cluster(cluster)
+        problem = PlacementProblem.build(g, c, Simulator(), modules=True)
+        counted = BudgetedTimer(Simulator(), 10_000)
+        counted.evaluations = 1  # the reference's
+        start = FineTunePlacer(budget=10_000)._zero_shot(problem, counted, 0)
+        assert start is not None and start[4] == count == counted.evaluations - 1, cluster
+        assert f"{count} evaluations on {words}" in doc or f"{count} on {words}" in doc
+    assert "D + 33" not in doc
+    for name in ("constructor_samples", "constructor_refine", "last_rounds", "refine", "polish", "module_chain"):
+        assert f"``{name}`` {given[name]}" in doc, name
