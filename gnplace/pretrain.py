@@ -18,8 +18,10 @@ The recipe (the defaults of ``configs/pretrain.yaml`` reproduce the shipped chec
    samples`` (the shipped recipe's), toward the best placement the policy itself sampled for it;
 4. **validation** at the end of every epoch of ``steps_per_epoch`` iterations: the greedy placement of
    every held-out (graph, cluster) pair, logged as ``val/greedy_vs_auto`` (geometric mean of step
-   time over ``auto``'s), per family and as the share that overflows memory (on several processes, each
-   rank validates its share of the pairs and every rank takes all of them, as one process does).
+   time over ``auto``'s), per family and as the share that overflows memory, and with
+   ``learner.val_samples`` (the shipped recipe's 32) also the best fitting placement of the greedy one and
+   that many samples around ``auto``'s (with ``learner.prior``), ``val/best_vs_auto`` (on several processes,
+   each rank validates its share of the pairs and every rank takes all of them, as one process does).
 
 Engineering is Lightning's: its ``Trainer`` runs the loop, shows progress, logs to CSV and
 TensorBoard, writes ``OUT/checkpoints/last.ckpt`` atomically every ``checkpoint_every_s`` seconds
@@ -27,8 +29,9 @@ TensorBoard, writes ``OUT/checkpoints/last.ckpt`` atomically every ``checkpoint_
 ``devices`` processes with ``strategy="ddp"`` (each rank simulates its own share of the pairs of an
 iteration; gradients are averaged; the logged figures are the whole batch's, pooled over the ranks).
 ``OUT/policy.ckpt``, the policy alone (:mod:`gnplace.policy.checkpoint`), is written after every validation and
-at the end, and ``OUT/best.ckpt`` whenever the held-out geometric mean improves: model selection on held-out
-*training* graphs, never on the test splits. ``--export`` copies ``best.ckpt``.
+at the end, and ``OUT/best.ckpt`` whenever the held-out geometric mean improves (``val/best_vs_auto`` where
+validation draws samples, else ``val/greedy_vs_auto``): model selection on held-out *training* graphs, never on the
+test splits. ``--export`` copies ``best.ckpt``.
 """
 
 from __future__ import annotations
@@ -389,6 +392,9 @@ class ExportPolicy(L.Callback):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Export after every validation; also to ``best.ckpt`` when the held-out geometric mean improves.
+
+        That mean is ``val/best_vs_auto`` where validation draws samples (``learner.val_samples``), else
+        ``val/greedy_vs_auto``.
 
         Only the validations every ``schedule.steps_per_epoch`` iterations compete for ``best.ckpt``: the one at
         the end of a run of other length (13 iterations, 3 an epoch) would not happen in a longer run, so a
