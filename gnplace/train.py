@@ -10,7 +10,8 @@ One iteration (:meth:`PlacementLearner.training_step`, manual optimisation):
 1. **imitation** (the first ``imitation_steps`` iterations): the best placement known of each pair (the
    reference, unless a search offered a better start: :meth:`~gnplace.rl.problem.PlacementProblem.offer`) is
    replayed through the MDP and the policy is fitted to its choices (:mod:`gnplace.rl.imitation`); no
-   placement is timed;
+   sample is drawn or timed, and only the last imitation iteration times a placement: the greedy one of each of
+   its pairs, one evaluation each (``greedy/after_imitation``);
 2. **reinforcement** afterwards: for each pair of the batch, ``samples`` placements are drawn from
    the policy in one batched rollout (:mod:`gnplace.rl.agent`), timed together by the timer
    (``time_batch``), rewarded against the reference (:mod:`gnplace.rl.problem`), and the policy takes

@@ -660,3 +660,33 @@ def test_a_resume_from_damaged_pair_states_is_one_error_before_lightning(tmp_pat
         with pytest.raises(InvalidCheckpoint, match=r"pairs' state \(PlacementDataModule\) is missing or damaged"):
             fit(pair, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
         assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == logs
+
+
+def test_imitation_times_only_the_greedy_placement_of_its_last_iterations_pairs(tmp_path):
+    """The module docstring said that during imitation "no placement is timed"; the last imitation iteration times
+    the greedy placement of each of its pairs (``greedy/after_imitation``), one evaluation each."""
+    import gnplace.train as train_module
+    from gnplace.sim.timer import BudgetedTimer
+
+    counted = BudgetedTimer(Simulator())
+    learner = PlacementLearner(replace(CONFIG, imitation_steps=3), counted)
+    data = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    spent = []
+    with quiet_lightning():
+        t = L.Trainer(max_epochs=-1, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path,
+                      callbacks=[StopAfter(3), _Spent(counted, spent)])
+        t.fit(learner, datamodule=data)
+    assert spent == [0, 0, 2]  # the two pairs of the last imitation iteration, greedily
+    doc = " ".join((train_module.__doc__ or "").split())
+    assert "no placement is timed" not in doc and "only the last imitation iteration times a placement" in doc
+
+
+class _Spent(L.Callback):
+    """Records the timer's evaluations after each iteration."""
+
+    def __init__(self, timer, into):
+        self.timer, self.into = timer, into
+
+    def on_train_batch_end(self, *args, **kwargs):
+        self.into.append(self.timer.evaluations)
