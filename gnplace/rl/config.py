@@ -60,7 +60,8 @@ class LearnerConfig:
         algo (str): ``"ppo"`` (Spotlight's) or ``"reinforce"`` (the policy-gradient ablation) (default: ``"ppo"``).
         mode (str): the MDP: ``"construct"`` (Spotlight's multi-stage placement, every group per
             episode) or ``"refine"`` (Placeto's and GiPH's: chains move one group per step from the best
-            placement seen) (default: ``"construct"``).
+            placement seen; each move is drawn from the policy alone, so ``prior``, ``elite`` and ``screen``,
+            which shape the constructive samples, do nothing there) (default: ``"construct"``).
         samples (int): placements sampled per (graph, cluster) per iteration, ``B`` (default: 32).
         epochs (int): PPO gradient steps per batch, at most :data:`~gnplace.limits.MAX_EPOCHS` (Spotlight: 10)
             (default: 10).

@@ -118,7 +118,8 @@ class PPOSearchPlacer:
         max_nodes (int, optional): most nodes of the decision graph (default: 1,000).
         algo (str, optional): ``"ppo"`` or ``"reinforce"`` (default: ``"ppo"``).
         mode (str, optional): ``"construct"`` (Spotlight's MDP) or ``"refine"`` (Placeto's and
-            GiPH's; see :class:`~gnplace.rl.config.LearnerConfig`) (default: ``"construct"``).
+            GiPH's, whose moves take no ``prior``, ``elite`` or ``screen``; see
+            :class:`~gnplace.rl.config.LearnerConfig`) (default: ``"construct"``).
         reference (str, optional): the registered placer whose placement starts the search and
             is imitated first (default: ``"auto"``): a fast one, which takes no budget (its own
             evaluations are not counted in ``budget``).

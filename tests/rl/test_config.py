@@ -94,3 +94,32 @@ def test_imitation_steps_past_the_budget_limit_are_refused():
     with pytest.raises(InvalidArgument, match=r"^need imitation_steps <= 1000000000, got 100000000000000000000$"):
         LearnerConfig(imitation_steps=10**20)
     assert LearnerConfig(imitation_steps=10**9).imitation_steps == 10**9
+
+
+def test_refinements_moves_take_no_prior_elite_or_screen_as_the_docstring_says(monkeypatch):
+    """``prior``, ``elite`` and ``screen`` were documented as the learner's sampling bias, pull and screen with no
+    word of the MDP: in ``mode="refine"`` each move is drawn from the policy alone, the same with them as without."""
+    from dataclasses import replace
+
+    from gnplace.cluster import load_cluster
+    from gnplace.rl.problem import PlacementProblem
+    from gnplace.sim.simulator import Simulator
+    from gnplace.toy import mlp_training_graph
+    from gnplace.train import PlacementLearner
+
+    plain = LearnerConfig(mode="refine", samples=4, epochs=1)
+    shaped = replace(plain, prior=6.0, elite=1.0, screen=4)
+    moves = []
+    for config in (plain, shaped):
+        problem = PlacementProblem.build(mlp_training_graph(layers=3, width=128, batch=16), load_cluster("k80x4"),
+                                         Simulator())
+        learner = PlacementLearner(config)
+        monkeypatch.setattr(learner, "_update", lambda loss: None)  # (no trainer: the step's losses only)
+        monkeypatch.setattr(learner, "_draw", lambda problem: pytest.fail("a refining learner drew a batch"))
+        monkeypatch.setattr(learner, "_incumbent", lambda *args: pytest.fail("a refining learner pulled"))
+        for _ in range(3):
+            learner._reinforcement_step([problem])
+        moves.append((problem.refiner.current.copy(), problem.evaluations, problem.screen))
+    assert np.array_equal(moves[0][0], moves[1][0]) and moves[0][1] == moves[1][1] and moves[1][2] is None
+    doc = " ".join((LearnerConfig.__doc__ or "").split())
+    assert "so ``prior``, ``elite`` and ``screen``, which shape the constructive samples, do nothing there" in doc
