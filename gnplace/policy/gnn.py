@@ -24,7 +24,8 @@ devices. The logit is a learned residual on the earliest-finish-time rule,
 where :math:`\\Delta^{EFT}_{gd}` is how much later the group would finish on device :math:`d` than on
 the best device (in units of the group's work). The last layer :math:`w` starts at zero, so an
 untrained policy decodes greedily exactly as the EFT list scheduler (HEFT's rule) does, and training
-moves it from there. Devices the group does not fit on are masked.
+moves it from there. Devices the group does not fit on are masked; where it fits on none, only the devices with the
+most memory left are allowed (:func:`gnplace.rl._schedule.decision_features`).
 """
 
 from __future__ import annotations

@@ -119,3 +119,21 @@ def test_the_policy_loads_where_warnings_are_errors():
     done = subprocess.run([sys.executable, "-c", "import gnplace.policy.gnn"], cwd=root, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_where_a_group_fits_on_no_device_the_ones_with_the_most_memory_left_are_allowed():
+    """The module docstring (and the README) said devices a group does not fit on are masked: where it fits on none,
+    the MDP allows the devices with the most memory left, the group overflowing one of them."""
+    import numpy as np
+
+    import gnplace.policy.gnn as gnn
+    from gnplace.rl.env import PlacementMDP
+    from gnplace.toy import mlp_training_graph, toy_cluster
+
+    inp = build_policy_input(mlp_training_graph(layers=3, width=64, batch=8), toy_cluster(3, memory=1.0))  # 1 byte
+    rollout = PlacementMDP(inp).rollout(1, lambda s, g, dynamic, mask: np.zeros(1, dtype=np.int64))  # all on 0
+    assert (inp.group_bytes > 1.0).all()  # no group fits anywhere
+    assert rollout.mask[0, 0].tolist() == [True, True, True]  # every device as empty as the others
+    assert rollout.mask[0, 1].tolist() == [False, True, True]  # device 0 holds the first group: less memory left
+    doc = " ".join((gnn.__doc__ or "").split())
+    assert "where it fits on none, only the devices with the most memory left are allowed" in doc
