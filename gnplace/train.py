@@ -930,7 +930,8 @@ def fit(
         config (LearnerConfig, optional): hyperparameters (default: ``LearnerConfig()``).
         iterations (int, optional): iterations in all, imitation included (default: 1000).
         pairs_per_step (int, optional): pairs per iteration (default: 1).
-        steps_per_epoch (int, optional): iterations per epoch, the logging cadence (default: 100).
+        steps_per_epoch (int, optional): iterations per Lightning epoch, the logs' ``epoch`` column; the logs hold
+            a row every iteration whatever it is, and ``fit`` validates nothing (default: 100).
         checkpoint_every_s (float, optional): seconds between checkpoints (default: 300).
         resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists (default: :obj:`False`).
         progress (bool or None, optional): show Lightning's progress bar (True), nothing (False), or the bar on a

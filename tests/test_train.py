@@ -690,3 +690,17 @@ class _Spent(L.Callback):
 
     def on_train_batch_end(self, *args, **kwargs):
         self.into.append(self.timer.evaluations)
+
+
+def test_fit_logs_every_iteration_whatever_its_steps_per_epoch(tmp_path):
+    """fit's docstring called steps_per_epoch "the logging cadence": the logs hold a row every iteration."""
+    import csv
+
+    from gnplace.train import fit
+
+    fit(pairs()[:1], tmp_path / "run", config=replace(CONFIG, imitation_steps=1), iterations=3, steps_per_epoch=100,
+        progress=False)
+    (metrics,) = (tmp_path / "run" / "logs").glob("version_*/metrics.csv")
+    with metrics.open(newline="") as handle:
+        assert [int(r["step"]) for r in csv.DictReader(handle)] == [0, 1, 2]
+    assert "logging cadence" not in (fit.__doc__ or "")
