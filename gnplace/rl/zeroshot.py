@@ -1116,19 +1116,31 @@ def named_by_flag(err: Exception, args: argparse.Namespace) -> Exception:
     """``err`` of :class:`PolicyPlacer` naming its argument (``rounds``) by a script's flag (``--rounds``) instead.
 
     Only where ``args`` has that argument's destination, as the flags of :func:`add_decoding_arguments` and the
-    scripts' ``--rounds``, ``--samples`` and ``--temperatures`` have; any other error is returned as it is.
-    ``scripts/place.py --rounds 0`` said "PolicyPlacer needs rounds >= 1", a class and an argument the user never
-    wrote.
+    scripts' ``--rounds``, ``--samples``, ``--temperatures`` and ``--constructor`` have; any other error is returned
+    as it is. ``scripts/place.py --rounds 0`` said "PolicyPlacer needs rounds >= 1", a class and an argument the user
+    never wrote; so did the messages that start with the argument (``PolicyPlacer's module_chain needs a budget``
+    for ``--module-chain 99999999999``, ``PolicyPlacer's constructor names an empty path`` for ``--constructor ''``).
 
     Examples:
         >>> import argparse
         >>> named_by_flag(InvalidArgument("PolicyPlacer needs rounds >= 1, got 0"), argparse.Namespace(rounds=0))
         InvalidArgument('--rounds needs >= 1, got 0')
+        >>> named_by_flag(InvalidArgument("PolicyPlacer's module_chain needs a budget >= 1, got 10"),
+        ...               argparse.Namespace(module_chain=10))
+        InvalidArgument('--module-chain needs a budget >= 1, got 10')
     """
-    found = re.match(r"PolicyPlacer needs (\w+) (?:of )?(.*)", str(err), flags=re.DOTALL)
-    if not isinstance(err, InvalidArgument) or found is None or not hasattr(args, found[1]):
+    text = str(err)
+    found = re.match(r"PolicyPlacer needs (\w+) (?:of )?(.*)", text, flags=re.DOTALL)
+    if found is not None:
+        name, said = found[1], f"needs {found[2]}"
+    else:  # "PolicyPlacer's NAME needs ..." (check_budget's), "PolicyPlacer's NAME names ..."
+        found = re.match(r"PolicyPlacer's (\w+) ((?:needs|names|on a small graph) .*)", text, flags=re.DOTALL)
+        if found is None:
+            return err
+        name, said = found[1], found[2]
+    if not isinstance(err, InvalidArgument) or not hasattr(args, name):
         return err
-    return InvalidArgument(f"--{found[1].replace('_', '-')} needs {found[2]}")
+    return InvalidArgument(f"--{name.replace('_', '-')} {said}")
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:

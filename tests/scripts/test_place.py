@@ -48,9 +48,15 @@ def test_an_empty_graph_argument_is_refused_by_argparse_as_gnplace_place_refuses
 @pytest.mark.parametrize(("flag", "value", "said"), [
     ("--rounds", "0", "--rounds needs >= 1, a whole number, got 0"),
     ("--constructor-sizes", "0", "--constructor-sizes needs whole numbers >= 2 (devices), got [0]"),
+    # these said "PolicyPlacer's module_chain needs a budget ..." and "PolicyPlacer's constructor names ..."
+    ("--module-chain", "99999999999",
+     "--module-chain needs a budget >= 1 (a whole number of timer evaluations, at most 1,000,000,000), got 99999999999"),
+    ("--constructor", "", "--constructor names an empty path: [''] (give 'none' for no constructor)"),
 ])
 def test_a_value_the_placer_refuses_is_named_by_its_flag(load_script, capsys, flag, value, said):
-    """``--rounds 0`` said "PolicyPlacer needs rounds >= 1": a class and an argument the user never wrote."""
+    """``--rounds 0`` said "PolicyPlacer needs rounds >= 1": a class and an argument the user never wrote (and
+    ``--module-chain 99999999999`` "PolicyPlacer's module_chain needs a budget", ``--constructor ''`` "PolicyPlacer's
+    constructor names an empty path")."""
     code = load_script("place").main(["datasets/examples/mlp2x8w2048b512.gnpg", "-c", "k80x2", flag, value])
     err = capsys.readouterr().err
     assert code == 2 and err == f"place: error: {said}\n"
