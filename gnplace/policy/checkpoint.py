@@ -423,6 +423,10 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
         trained = data["gnplace"].get("features")
         if trained is not None and trained != feature_set():
             raise InvalidCheckpoint(f"{path}: made for other policy features; retrain with this gnplace version")
+    elif isinstance(data.get("format"), str) and data["format"].startswith("gnplace-"):
+        # another of gnplace's files (a Placeto checkpoint): "not a gnplace checkpoint", as a foreign file, was wrong
+        raise InvalidCheckpoint(f"{path}: a {data['format'][:60]!r} checkpoint, not a policy one ({FORMAT!r}, or a "
+                                "training run's last.ckpt)")
     else:
         raise InvalidCheckpoint(f"{path}: not a gnplace checkpoint (no policy weights in it)")
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)

@@ -93,6 +93,20 @@ def test_pickled_code_is_refused_not_run(tmp_path, capsys):
     assert "code ran" not in capsys.readouterr().out
 
 
+def test_another_of_gnplaces_checkpoints_is_named_by_its_format(tmp_path):
+    """A Placeto checkpoint given as the policy's (``scripts/place.py --checkpoint placeto.pt``) was "not a gnplace
+    checkpoint (no policy weights in it)", where ``gnplace place -p policy`` named it a 'gnplace-placeto' one."""
+    from gnplace.policy.placeto_gnn import PlacetoConfig
+    from gnplace.rl.placeto import PlacetoModel, _network, save_placeto
+
+    path = save_placeto(PlacetoModel(_network(PlacetoConfig(num_devices=2, hidden=8, rounds=2), 0), {}),
+                        tmp_path / "placeto.pt")
+    with pytest.raises(InvalidCheckpoint) as refused:
+        load_policy(path)
+    assert str(refused.value) == (f"{path}: a 'gnplace-placeto' checkpoint, not a policy one ('gnplace-policy', or a "
+                                  "training run's last.ckpt)")
+
+
 def test_foreign_missing_and_mismatched_checkpoints(saved, tmp_path):
     _, path = saved
     foreign = tmp_path / "foreign.ckpt"
