@@ -84,14 +84,20 @@ def _numbers(values: Any, field: str) -> np.ndarray:
     """``values`` as a numpy array of numbers; text and booleans are refused, not read as numbers.
 
     ``out_bytes=["1", "2"]`` and ``flops=[True, False]`` were cast without a word (a graph file is read
-    strictly), and a ragged list was numpy's ValueError.
+    strictly), and a ragged list was numpy's ValueError. So were a boolean among numbers (``[True, 2.0]``,
+    which numpy makes numbers), complex numbers (their imaginary part dropped, with numpy's ComplexWarning),
+    dates and durations (``datetime64`` as days since 1970).
     """
     try:
         given = np.asarray(values)
     except (TypeError, ValueError, OverflowError) as err:
         raise InvalidGraph(f"field {field!r} is not numeric: {err}") from err
-    if given.dtype.kind in "bUS":
-        what = "booleans" if given.dtype.kind == "b" else "text"
+    kind = given.dtype.kind
+    if kind in "iuf" and isinstance(values, list | tuple) and bool in set(map(type, values)):  # (set of types: C speed)
+        kind = "b"  # one True among numbers: numpy read it as 1
+    if kind in "bUScmMV":
+        what = {"b": "booleans", "c": "complex numbers", "m": "durations", "M": "dates", "V": "records"}.get(
+            kind, "text")
         raise InvalidGraph(f"field {field!r} is not numeric: it holds {what} ({reprlib.repr(given.tolist())})")
     return given
 

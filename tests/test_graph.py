@@ -658,6 +658,14 @@ def test_malformed_edges(edges, match):
         ({"group": ["0", "1"]}, r"^field 'group' is not numeric: it holds text"),
         ({"param_bytes": [[1], [1, 2]]}, r"^field 'param_bytes' is not numeric: setting an array element"),
         ({"module": ["a", None]}, r"module must be strings, one per node, got None at position 1"),
+        # a boolean among numbers, complex numbers, dates and durations were cast without a word
+        ({"flops": [True, 2.0]}, r"^field 'flops' is not numeric: it holds booleans \(\[1\.0, 2\.0\]\)$"),
+        ({"group": (0, False)}, r"^field 'group' is not numeric: it holds booleans"),
+        ({"flops": np.array([1 + 1j, 2])}, r"^field 'flops' is not numeric: it holds complex numbers"),
+        ({"cost_s": {"k80": [1e-3 + 0j, 0.0]}}, r"^field \"cost_s\['k80'\]\" is not numeric: it holds complex"),
+        ({"flops": np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[D]")},
+         r"^field 'flops' is not numeric: it holds dates"),
+        ({"out_bytes": np.array([1, 2], dtype="timedelta64[s]")}, r"^field 'out_bytes' is not numeric: it holds durations"),
     ],
 )
 def test_non_numeric_fields(kwargs, match):
