@@ -204,8 +204,8 @@ class Cluster(ReadOnlyArrays):
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
         _check_kinds(self.devices, f"cluster {name!r}")
         try:  # a ragged or textual matrix was numpy's ValueError
-            self.bandwidth = np.array(bandwidth, dtype=np.float64)
-            self.latency = np.array(latency, dtype=np.float64)
+            self.bandwidth = _numeric_matrix(bandwidth, "bandwidth")
+            self.latency = _numeric_matrix(latency, "latency")
         except (TypeError, ValueError) as err:
             raise InvalidCluster(f"cluster {name!r}: bandwidth and latency must be [{d}, {d}] matrices of numbers "
                                  f"({' '.join(str(err).split())})") from None
@@ -424,6 +424,38 @@ def off_diagonal(matrix: np.ndarray, start: int = 0, stop: int | None = None) ->
     first, last = start * (d - 1), stop * (d - 1)  # the rows' entries, counted along the runs
     top, bottom = first // d, -(-last // d)
     return runs[top:bottom].copy().reshape(-1)[first - top * d:last - top * d].reshape(stop - start, d - 1)
+
+
+def _numeric_matrix(given: Any, label: str) -> np.ndarray:
+    """``given`` (a link matrix, ``label``: bandwidth or latency) as a new float64 array, where it holds numbers.
+
+    ``np.array(..., dtype=float64)`` alone read ``"1e9"`` as 1e9 B/s, ``True`` as a latency of 1 s, ``1e9+1j`` as
+    1e9 (with numpy's ComplexWarning) and a ``timedelta64`` as its count, without a word. ``None`` (NaN) is left
+    to the link checks, which refuse it off the diagonal (the diagonal is ignored). A float array is checked by
+    its dtype alone; a list's elements by the set of their types, made in C.
+
+    Raises:
+        ValueError: naming ``label`` and what it holds (:class:`Cluster` makes it one InvalidCluster line); or
+            numpy's, for a ragged matrix.
+    """
+    if isinstance(given, np.ndarray) and given.dtype.kind != "O":
+        kind = given.dtype.kind
+    else:
+        items = np.asarray(given, dtype=object).reshape(-1).tolist()
+        kind = _element_kind(set(map(type, items)))
+    if kind not in "iuf":
+        what = {"b": "booleans", "c": "complex numbers", "m": "durations", "M": "dates"}.get(kind, "text")
+        raise ValueError(f"the {label} matrix holds {what}")
+    return np.array(given, dtype=np.float64)
+
+
+def _element_kind(types: set[type]) -> str:
+    """The numpy kind letter of a matrix of elements of ``types``, ``f`` where all are numbers (or None)."""
+    for kind, classes in (("b", (bool, np.bool_)), ("U", (str, bytes, np.str_, np.bytes_)),
+                          ("c", (complex, np.complexfloating)), ("M", (np.datetime64,)), ("m", (np.timedelta64,))):
+        if any(issubclass(t, classes) for t in types):
+            return kind
+    return "f"
 
 
 def _check_links(bandwidth: np.ndarray, latency: np.ndarray, devices: tuple[Device, ...], name: str) -> None:

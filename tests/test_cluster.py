@@ -829,6 +829,35 @@ def test_a_cluster_made_in_python_of_malformed_parts_is_one_clear_error():
             Cluster(list(c.devices), matrix, c.latency)
 
 
+@pytest.mark.parametrize("label", ["bandwidth", "latency"])
+@pytest.mark.parametrize(
+    "off, what",
+    [
+        ("1e9", "text"),  # numpy's cast read the string as 1e9 B/s (or s)
+        (True, "booleans"),  # a latency of 1 s
+        (1e-5 + 1j, "complex numbers"),  # its imaginary part dropped, with numpy's ComplexWarning
+        (np.timedelta64(10, "us"), "durations"),  # read as its count, 10
+    ],
+)
+def test_a_link_matrix_of_text_booleans_complex_numbers_or_durations_is_refused(label, off, what):
+    """A link matrix of no numbers was cast to float64 without a word; each is one InvalidCluster line."""
+    c = load_cluster("k80x2")
+    given = {"bandwidth": c.bandwidth.tolist(), "latency": c.latency.tolist()}
+    given[label][0][1] = off  # in a list among numbers, and as a whole array of its kind
+    whole = np.full((2, 2), off)
+    for matrix in (given[label], whole):
+        with pytest.raises(InvalidCluster, match=rf"^cluster 'cluster': bandwidth and latency must be \[2, 2\] "
+                           rf"matrices of numbers \(the {label} matrix holds {what}\)$"):
+            Cluster(c.devices, **{**given, label: matrix})
+
+
+def test_a_link_matrix_of_numbers_with_none_on_the_diagonal_is_taken():
+    """None is NaN, on the diagonal ignored (an object array of numbers and None, or a list of them)."""
+    c = load_cluster("k80x2")
+    for matrix in ([[None, 7.6e9], [7.6e9, None]], np.array([[None, 7.6e9], [7.6e9, None]], dtype=object)):
+        assert Cluster(c.devices, matrix, c.latency, name="k80x2") == c
+
+
 def test_transfer_time_uses_the_link_of_its_direction():
     """1 MB from device 1 to device 0 crosses the 1->0 link (0.5 MB/s and 3 ms: 2.003 s), not the 0->1 one."""
     devices = [Device(f"d{k}", "gpu", 1e12, 1e11, 1e9) for k in range(2)]
