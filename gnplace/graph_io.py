@@ -40,7 +40,7 @@ import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import PHASES, OpGraph, check_graph
-from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, as_path, gunzip, parse_json, read_file
+from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, as_float, as_path, gunzip, parse_json, read_file
 from gnplace.opkinds import canonical_kind
 
 __all__ = [
@@ -625,8 +625,8 @@ def _edge_order(edges: list[tuple[Any, Any, dict[str, Any]]]) -> list[tuple[Any,
 
 def _groups(data: list[dict[str, Any]]) -> list[Any]:
     """The ``group`` of each node, a group of its own (an id no node gives) where a node gives none."""
-    given = [attrs["group"] for attrs in data if "group" in attrs]
-    ids = [float(g) for g in given if isinstance(g, numbers.Real) and math.isfinite(g)]
+    given = [as_float(attrs["group"]) for attrs in data if "group" in attrs]  # (10**400: None, not OverflowError)
+    ids = [g for g in given if g is not None and math.isfinite(g)]
     fresh = math.floor(max(ids)) + 1 if ids else 0  # a node's index could be another node's group
     groups: list[Any] = []
     for attrs in data:
@@ -674,8 +674,13 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
     for v, attrs in zip(nodes, data):
         if "out_bytes" in attrs:
             out_bytes.append(attrs["out_bytes"])
-        else:
-            out_bytes.append(max((e.get("bytes", 0) for _, _, e in G.out_edges(v, data=True)), default=0))
+            continue
+        sizes = [e.get("bytes", 0) for _, _, e in G.out_edges(v, data=True)]
+        bad = [b for b in sizes if as_float(b) is None]  # max() of "5" and 3 was a TypeError
+        if bad:
+            raise InvalidGraph(f"node {str(v)!r}: an edge from it carries bytes {reprlib.repr(bad[0])}; bytes must "
+                               "be whole numbers")
+        out_bytes.append(max(sizes, default=0))
     for v, attrs in zip(nodes, data):
         if not isinstance(attrs.get("cost_s", {}), Mapping):  # a number was a TypeError ("not iterable")
             raise InvalidGraph(f"node {str(v)!r}: cost_s must map device kinds to seconds (e.g. {{'k80': 1e-3}}), "
@@ -683,7 +688,7 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
     listed = G.graph.get("cost_kinds", [])
     if not isinstance(listed, list | tuple) or not all(isinstance(k, str) for k in listed):
         raise InvalidGraph(f"graph attribute cost_kinds must list device kinds, got {reprlib.repr(listed)}")
-    kinds = sorted({k for attrs in data for k in attrs.get("cost_s", {})} | set(listed))
+    kinds = sorted({k for attrs in data for k in attrs.get("cost_s", {})} | set(listed), key=str)  # (5 and "k80")
     cost_s = {k: [attrs.get("cost_s", {}).get(k, math.nan) for attrs in data] for k in kinds}
     op_types = [attrs.get("op_type", "op") for attrs in data]
     phases = [attrs.get("phase", "forward") for attrs in data]

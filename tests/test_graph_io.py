@@ -676,6 +676,26 @@ def test_from_networkx_refuses_a_cost_s_that_is_no_mapping():
     assert from_networkx(G).cost_s["k80"][0] == 3.0
 
 
+def test_from_networkx_refuses_malformed_attributes_in_one_line():
+    """A group of 10**400 was an OverflowError, an out-edge's bytes of "5" (beside 3) or None with no out_bytes a
+    TypeError of max(), and cost kinds of two types (5 and "k80") a TypeError of sorted()."""
+    G = nx.DiGraph([("a", "b"), ("b", "c")])
+    G.nodes["a"]["group"] = 10**400
+    with pytest.raises(InvalidGraph, match=r"^field 'group' is not numeric: int too large"):
+        from_networkx(G)
+    del G.nodes["a"]["group"]
+    G.add_edge("a", "c")
+    for bad in ("5", None, [4]):
+        G.edges["a", "b"]["bytes"], G.edges["a", "c"]["bytes"] = bad, 3
+        with pytest.raises(InvalidGraph, match=rf"^node 'a': an edge from it carries bytes {re.escape(repr(bad))}; "
+                           "bytes must be whole numbers$"):
+            from_networkx(G)
+    G.edges["a", "b"]["bytes"] = 4
+    assert from_networkx(G).out_bytes.tolist() == [4, 0, 0]
+    G.nodes["a"]["cost_s"], G.nodes["b"]["cost_s"] = {5: 1e-3}, {"k80": 2e-3}
+    assert sorted(from_networkx(G).cost_s) == ["5", "k80"]
+
+
 def test_networkx_round_trip_keeps_a_kind_measured_on_no_op():
     """A kind whose every entry is NaN vanished (no node's cost_s names it): the graph and its fingerprint changed."""
     g = OpGraph(["a", "b"], [(0, 1)], cost_s={"k80": [np.nan, 1.0], "v100": [np.nan, np.nan]})
