@@ -1119,7 +1119,9 @@ def named_by_flag(err: Exception, args: argparse.Namespace) -> Exception:
     scripts' ``--rounds``, ``--samples``, ``--temperatures`` and ``--constructor`` have; any other error is returned
     as it is. ``scripts/place.py --rounds 0`` said "PolicyPlacer needs rounds >= 1", a class and an argument the user
     never wrote; so did the messages that start with the argument (``PolicyPlacer's module_chain needs a budget``
-    for ``--module-chain 99999999999``, ``PolicyPlacer's constructor names an empty path`` for ``--constructor ''``).
+    for ``--module-chain 99999999999``, ``PolicyPlacer's constructor names an empty path`` for ``--constructor ''``),
+    and ``--temperatures`` of a checkpoint that samples around ``auto`` advised ``around=False`` where the script's
+    flag is ``--no-around`` (where ``args`` has ``around``).
 
     Examples:
         >>> import argparse
@@ -1134,12 +1136,15 @@ def named_by_flag(err: Exception, args: argparse.Namespace) -> Exception:
     if found is not None:
         name, said = found[1], f"needs {found[2]}"
     else:  # "PolicyPlacer's NAME needs ..." (check_budget's), "PolicyPlacer's NAME names ..."
-        found = re.match(r"PolicyPlacer's (\w+) ((?:needs|names|on a small graph) .*)", text, flags=re.DOTALL)
+        found = re.match(r"PolicyPlacer's (\w+) ((?:needs|names|temper|on a small graph) .*)", text, flags=re.DOTALL)
         if found is None:
             return err
         name, said = found[1], found[2]
     if not isinstance(err, InvalidArgument) or not hasattr(args, name):
         return err
+    if hasattr(args, "around"):  # the script's flags, not the placer's arguments, in its advice too
+        said = said.replace("leave temperatures out, or use around=False",
+                            "leave --temperatures out, or use --no-around")
     return InvalidArgument(f"--{name.replace('_', '-')} {said}")
 
 

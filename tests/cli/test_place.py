@@ -300,11 +300,14 @@ def test_the_zero_shot_script_refuses_an_output_that_names_no_file_and_a_shape_g
 
 
 def test_the_zero_shot_script_refuses_temperatures_with_the_shipped_checkpoint(capsys, load_script):
-    """The shipped checkpoint samples around auto at temperature 1: ``--temperatures`` was a silent no-op."""
+    """The shipped checkpoint samples around auto at temperature 1: ``--temperatures`` was a silent no-op; then its
+    refusal named the placer's arguments ("PolicyPlacer's temperatures ... or use around=False"), not the script's
+    flags."""
     graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
     assert load_script("place").main([graph, "-c", "k80x2", "--temperatures", "0.5"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("place: error: PolicyPlacer's temperatures") and "leave temperatures out" in err
+    assert err.startswith("place: error: --temperatures temper samples of ") and "PolicyPlacer" not in err
+    assert err.endswith("leave --temperatures out, or use --no-around\n")
     assert err.count("\n") == 1
     # --no-around samples the policy itself, at the temperatures given
     assert load_script("place").main([graph, "-c", "k80x2", "--no-around", "--temperatures", "0.5", "--samples", "2",
