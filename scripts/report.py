@@ -1211,13 +1211,16 @@ def _elapsed(path: Path) -> dict[str, Any]:
 def add_minutes(path: Path, minutes: float, quick: bool | None = None) -> float:
     """Add ``minutes`` to the minutes of every run that made the saved rows, kept in ``path``; the sum.
 
-    ``path`` is replaced atomically; one that cannot be read (cut short by a kill before it was) counts as none.
+    ``path`` is replaced atomically; one that cannot be read (cut short by a kill before it was), or whose minutes are
+    no count (NaN, infinite or negative: edited by hand), counts as none.
     ``quick`` (given) records which report made the rows (:func:`check_report_kind`); else the one recorded stays.
     """
     saved = _elapsed(path)
     try:
         spent = float(saved["minutes"])
     except (KeyError, TypeError, ValueError):
+        spent = 0.0
+    if not math.isfinite(spent) or spent < 0:  # an edited "minutes": NaN was "nan minutes" in every report after
         spent = 0.0
     spent += minutes
     kind = saved.get("quick") if quick is None else quick

@@ -188,6 +188,15 @@ def test_minutes_spent_add_up_and_survive_a_file_cut_short(tmp_path, load_script
     assert [p.name for p in tmp_path.iterdir()] == ["elapsed.json"]  # no temporary file left
 
 
+@pytest.mark.parametrize("saved", ['{"minutes": NaN}', '{"minutes": Infinity}', '{"minutes": -5}'])
+def test_minutes_that_are_no_count_count_as_none(tmp_path, load_script, saved):
+    """An ``elapsed.json`` edited to ``"minutes": NaN`` made every later report say it took "nan minutes"."""
+    report = load_script("report")
+    path = tmp_path / "elapsed.json"
+    path.write_text(saved)
+    assert report.add_minutes(path, 1.5) == 1.5 and json.loads(path.read_text()) == {"minutes": 1.5}
+
+
 def test_a_report_cut_short_counts_the_minutes_it_spent(tmp_path, load_script, monkeypatch, capsys):
     """Ctrl-C in a section booked none of the run's minutes: the resumed report said the last run's alone."""
     import time
