@@ -51,7 +51,8 @@ REAL = ("gpt2", "resnet50")
 
 def _zero_shot(task: tuple[str, str, str | None, int]) -> dict[str, Any]:
     """One row: the policy's placement of a graph file on a cluster beside auto, single and the bound."""
-    from gnplace.rl.zeroshot import PolicyPlacer, compare_with_references
+    from gnplace.rl.zeroshot import PolicyPlacer
+    from gnplace.rl.zeroshot_cli import compare_with_references
 
     path, cluster_name, checkpoint, samples = task
     sim = Simulator()
@@ -124,7 +125,8 @@ def _run_demo(args: argparse.Namespace) -> int:
         load_cluster(name)
     from gnplace.datasets import load_manifest
     from gnplace.graph_io import name_in_file
-    from gnplace.rl.zeroshot import PolicyPlacer, named_by_flag
+    from gnplace.rl.zeroshot import PolicyPlacer
+    from gnplace.rl.zeroshot_cli import named_by_flag
     from gnplace.viz import plot_timeline
 
     try:  # a bad checkpoint or count fails here, in one line naming the flag ("PolicyPlacer needs samples ...")

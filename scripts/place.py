@@ -39,7 +39,7 @@ give to ratios to auto: ``--json`` also writes each as ``NAME_s``, as evaluate's
 
 
 def comparison_lines(row: dict[str, Any]) -> list[str]:
-    """The text table of ``row`` (:func:`gnplace.rl.zeroshot.compare_with_references`' row: step times in seconds).
+    """The text table of ``row`` (:func:`gnplace.rl.zeroshot_cli.compare_with_references`' row: step times in seconds).
 
     Each step time is printed in the largest unit that keeps it at least 1, as ``gnplace place`` prints its own
     (:func:`gnplace.units.format_seconds`: ``"9.912 ms"``, ``"115.000 us"``), beside its ratio to ``auto``'s.
@@ -61,7 +61,7 @@ def comparison_lines(row: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
     from gnplace.cli.common import add_optimizer_argument, file_path, script_parser, whole_number
-    from gnplace.rl.zeroshot import add_decoding_arguments
+    from gnplace.rl.zeroshot_cli import add_decoding_arguments
 
     parser = script_parser(__file__, __doc__)
     parser.add_argument("graph", type=file_path, help="graph file, ONNX file or MODULE:FACTORY")
@@ -116,15 +116,9 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.importers.sources import load_graph_source
     from gnplace.limits import MAX_BUDGET
     from gnplace.placement import save_placement
-    from gnplace.rl.zeroshot import (
-        DECODING_ARGUMENTS,
-        MAX_SAMPLES,
-        SHIPPED_CHECKPOINT,
-        SHIPPED_CONSTRUCTORS,
-        PolicyPlacer,
-        compare_with_references,
-        named_by_flag,
-    )
+    from gnplace.rl.policy_files import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS
+    from gnplace.rl.zeroshot import MAX_SAMPLES, PolicyPlacer
+    from gnplace.rl.zeroshot_cli import DECODING_ARGUMENTS, compare_with_references, named_by_flag
     from gnplace.sim.bounds import require_memory
     from gnplace.sim.simulator import Simulator
     from gnplace.units import format_seconds

@@ -42,7 +42,8 @@ from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoi
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_COUNT, check_budget, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
-from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
+from gnplace.rl.policy_files import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS
+from gnplace.rl.zeroshot import PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated, unwrapped
@@ -269,7 +270,7 @@ class PPOSearchPlacer:
         self.zero_shot_start = bool(zero_shot_start)
         shape: dict[str, Any] = {"hidden": hidden, "layers": layers}
         if self.checkpoint is not None:
-            from gnplace.rl.zeroshot import cached_policy
+            from gnplace.rl.policy_files import cached_policy
 
             policy, _ = cached_policy(self.checkpoint)  # raises InvalidCheckpoint on a bad file, before any work
             shape = {k: getattr(policy.config, k) for k in ("hidden", "layers", "head", "alpha")}
@@ -456,7 +457,7 @@ class PPOSearchPlacer:
                                        MAX_COUNT)
             learner = PlacementLearner(config, counted)
             if self.checkpoint is not None:
-                from gnplace.rl.zeroshot import cached_policy
+                from gnplace.rl.policy_files import cached_policy
 
                 learner.policy.load_state_dict(cached_policy(self.checkpoint)[0].state_dict())
             callbacks: list[Any] = []

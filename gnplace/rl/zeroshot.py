@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,37 +34,33 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_BUDGET, MIN_TEMPERATURE, as_float, check_budget, finite_number, is_whole
+from gnplace.limits import MAX_BUDGET, MIN_TEMPERATURE, check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.progress import Advance, evaluation_bar, no_progress
 from gnplace.rl.config import FLOAT32_MAX
+from gnplace.rl.policy_files import (
+    SHIPPED_CHECKPOINT,
+    SHIPPED_CONSTRUCTOR,
+    SHIPPED_CONSTRUCTORS,
+    cached_policy,
+    constructor_paths,
+    pretraining,
+)
+from gnplace.rl.zeroshot_timers import MemoTimer, ReportingTimer
 from gnplace.seed import SeedLike, as_generator, check_seed
-from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BatchResult, BudgetedTimer, StepResult, StepTimer, overflow, relative_step
+from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow
 from gnplace.workers import torch_threads
 
 if TYPE_CHECKING:
-    import argparse
 
     from gnplace.coarsen import Coarsening
-    from gnplace.rl.problem import Timed
 
 __all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "SHIPPED_CONSTRUCTORS", "cached_policy",
-           "pretraining", "module_units"]
+           "pretraining", "module_units"]  # the checkpoints' names too: they are gnplace.rl.policy_files' own
 
-#: The pretrained policy gnplace ships (``checkpoints/gnplace-base.ckpt``; a wheel's copy: :mod:`gnplace.shipped`).
-SHIPPED_CHECKPOINT = shipped_path("checkpoints/gnplace-base.ckpt")
-
-#: The constructor gnplace ships: a policy distilled from long searches (``configs/constructor.yaml``).
-SHIPPED_CONSTRUCTOR = shipped_path("checkpoints/gnplace-construct.ckpt")
-
-#: The constructors ``policy`` consults by default: the first, and a second taught on the searches of the cifar10 and
-#: ptb training graphs (``configs/constructor-cifar10-ptb.yaml``); their placements differ, and the best of both
-#: beats either alone (model card).
-SHIPPED_CONSTRUCTORS = (SHIPPED_CONSTRUCTOR, shipped_path("checkpoints/gnplace-construct-cifar10-ptb.ckpt"))
 
 #: Each constructor's samples beside its greedy placement, per device set. Chosen on the cifar10 training graphs the
 #: constructors never saw (more than 2,400 ops, on k80x2, k80x4, v100x8 and tight4; 2026-11-29): 0.880x ``auto``'s
@@ -173,38 +168,6 @@ _EVERY_PLACEMENT_CELLS = 1 << 20
 #: is drawn as one batch of rollouts, int64 arrays of samples x decision nodes (a million samples of a 1,000-node
 #: graph: 8 GB each).
 MAX_SAMPLES = 4096
-
-
-@functools.lru_cache(maxsize=4)
-def _load(path: str, stamp: tuple[int, int]) -> tuple[Any, dict[str, Any]]:
-    from gnplace.policy.checkpoint import load_policy
-
-    return load_policy(path)
-
-
-def cached_policy(path: str | os.PathLike[str], mode: str | None = None) -> tuple[Any, dict[str, Any]]:
-    """The policy in ``path`` and its meta, loaded once per file version (size and mtime).
-
-    ``mode`` (``"construct"`` or ``"refine"``; default: either) is the MDP the caller runs the policy in:
-    a policy trained in the other one read other dynamic features, of the same width, in its weights.
-
-    Raises:
-        InvalidCheckpoint: if the file is missing or unreadable (see :func:`~gnplace.policy.checkpoint.load_policy`),
-            or its policy was trained in another ``mode``.
-    """
-    path = Path(path)
-    try:
-        stat = path.stat()
-    except OSError:
-        hint = " (the shipped checkpoint is missing from this install: reinstall gnplace, or pass another checkpoint)" \
-            if path in (SHIPPED_CHECKPOINT, *SHIPPED_CONSTRUCTORS) else ""
-        raise InvalidCheckpoint(f"{path}: no such checkpoint file{hint}") from None
-    policy, meta = _load(str(path.resolve()), (stat.st_size, stat.st_mtime_ns))
-    trained = pretraining(meta)["mode"]
-    if mode is not None and trained != mode:
-        raise InvalidCheckpoint(f"{path}: a policy trained with mode={trained}, whose dynamic features are not "
-                                f"those of mode={mode}; use a checkpoint trained with mode={mode}")
-    return policy, meta
 
 
 #: Sampling temperatures of the ``K`` samples, cycled: tempered draws stay near the greedy placement,
@@ -505,7 +468,7 @@ class PolicyPlacer:
         if self.polish:  # the most any graph's chain is given, refused here rather than by the chain after the rest
             check_budget(self.polish_evaluations(), "PolicyPlacer's polish" + (
                 f" on a small graph ({POLISH_CAP} x polish, with polish_ops)" if self.polish_ops else ""))
-        self.constructors = _constructor_paths(constructor)
+        self.constructors = constructor_paths(constructor)
         refining = self.refine + self.constructor_refine * len(self.constructors)
         if refining:  # the last rounds' samples, all timed: refused here rather than after hours of them
             check_budget(self.last_rounds * refining, "PolicyPlacer's last rounds (last_rounds x (refine + "
@@ -782,7 +745,8 @@ class PolicyPlacer:
 
             per_group = np.zeros(graph.num_groups, dtype=np.int64)
             per_group[graph.group] = chosen
-            counter = _Reporting(self.timer, functools.partial(_advance_past, advance_to, evaluations, "memory repair"))
+            counter = ReportingTimer(self.timer,
+                                     functools.partial(_advance_past, advance_to, evaluations, "memory repair"))
             fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=counter))
             repaired = counter.time(graph, cluster, fixed)
             evaluations += counter.evaluations
@@ -822,7 +786,7 @@ class PolicyPlacer:
             return start, step, choice, spent
         before = spent
         # the chain's own timings and any repair of its result
-        counted = _Reporting(self.timer, None if report is None else lambda done: report(before + done))
+        counted = ReportingTimer(self.timer, None if report is None else lambda done: report(before + done))
         chain: dict[str, Any] = {} if self.polish_reheat else {"reheat_after": None}  # {}: annealing's default
         AnnealingPlacer(budget=self.polish_evaluations(graph), start=GivenStart(start), timer=counted, progress=False,
                         **chain).place(graph, cluster, seed=seed)
@@ -848,7 +812,7 @@ class PolicyPlacer:
 
         units = module_units(graph)
         assert units is not None  # module_chain_evaluations said it runs
-        counted = _Reporting(self.timer, report)
+        counted = ReportingTimer(self.timer, report)
         chain = AnnealingPlacer(budget=budget, start="single", timer=counted,
                                 initial_temperature=MODULE_CHAIN_TEMPERATURE, progress=False)
         chain.place(graph.replace(group=units), cluster, seed=np.random.default_rng([seed, 1]))
@@ -900,8 +864,8 @@ class PolicyPlacer:
 
         candidates: list[np.ndarray] = []
         # auto's own evaluations (it times its heuristics' placements), shown as they are made
-        memo = _Memo(self.timer) if type(self.timer) is Simulator else self.timer  # (a real timer measures again)
-        counted = _Reporting(memo, lambda evaluations: stage("auto"))
+        memo = MemoTimer(self.timer) if type(self.timer) is Simulator else self.timer  # (a real timer measures again)
+        counted = ReportingTimer(memo, lambda evaluations: stage("auto"))
         stage("coarsening and auto")
         # the same coarsening (graph, cluster, seed, max_nodes, cost model, modules) and peak bytes as _place's, reused
         problem = PlacementProblem.build(graph, cluster, counted, max_nodes=self.max_nodes, seed=seed,
@@ -1079,137 +1043,6 @@ class _Decoder:
         return self.keep[self.inp.expand(drawn.rollout.group_devices)]
 
 
-def _constructor_paths(constructor: Any) -> tuple[Path, ...]:
-    """The constructor checkpoints named by ``constructor`` (see :class:`PolicyPlacer`); ``()`` for none.
-
-    Examples:
-        >>> [p.name for p in _constructor_paths("a.ckpt, b.ckpt")], _constructor_paths("none")
-        (['a.ckpt', 'b.ckpt'], ())
-    """
-    if constructor is None:
-        return SHIPPED_CONSTRUCTORS
-    if isinstance(constructor, (str, os.PathLike)):
-        text = os.fspath(constructor)
-        parts = [text] if isinstance(constructor, os.PathLike) else [part.strip() for part in text.split(",")]
-    elif isinstance(constructor, Sequence):
-        parts = [os.fspath(part) if isinstance(part, (str, os.PathLike)) else part for part in constructor]
-    else:
-        raise InvalidArgument(f"PolicyPlacer's constructor must be a checkpoint path, several, or none; "
-                              f"got {constructor!r}")
-    if not all(isinstance(part, str) for part in parts):
-        raise InvalidArgument(f"PolicyPlacer's constructors must be checkpoint paths, got {constructor!r}")
-    if len(parts) == 1 and parts[0].strip().lower() in ("none", "false", "off"):
-        return ()
-    if any(not part.strip() for part in parts):  # "" (an unset variable) was read as none, without a word
-        raise InvalidArgument(f"PolicyPlacer's constructor names an empty path: {constructor!r} (give 'none' for "
-                              "no constructor)")
-    return tuple(Path(part) for part in parts)
-
-
-#: The :class:`PolicyPlacer` options that :func:`add_decoding_arguments` adds a flag for, by the flags' destinations:
-#: a caller passes each one given (not None) on to the placer.
-DECODING_ARGUMENTS = ("constructor_samples", "constructor_temperature", "constructor_sizes", "refine",
-                      "constructor_refine", "constructor_prior", "last_rounds", "polish", "polish_ops", "module_chain")
-
-
-def named_by_flag(err: Exception, args: argparse.Namespace) -> Exception:
-    """``err`` of :class:`PolicyPlacer` naming its argument (``rounds``) by a script's flag (``--rounds``) instead.
-
-    Only where ``args`` has that argument's destination, as the flags of :func:`add_decoding_arguments` and the
-    scripts' ``--rounds``, ``--samples``, ``--temperatures`` and ``--constructor`` have; any other error is returned
-    as it is. ``scripts/place.py --rounds 0`` said "PolicyPlacer needs rounds >= 1", a class and an argument the user
-    never wrote; so did the messages that start with the argument (``PolicyPlacer's module_chain needs a budget``
-    for ``--module-chain 99999999999``, ``PolicyPlacer's constructor names an empty path`` for ``--constructor ''``),
-    and ``--temperatures`` of a checkpoint that samples around ``auto`` advised ``around=False`` where the script's
-    flag is ``--no-around`` (where ``args`` has ``around``).
-
-    Examples:
-        >>> import argparse
-        >>> named_by_flag(InvalidArgument("PolicyPlacer needs rounds >= 1, got 0"), argparse.Namespace(rounds=0))
-        InvalidArgument('--rounds needs >= 1, got 0')
-        >>> named_by_flag(InvalidArgument("PolicyPlacer's module_chain needs a budget >= 1, got 10"),
-        ...               argparse.Namespace(module_chain=10))
-        InvalidArgument('--module-chain needs a budget >= 1, got 10')
-    """
-    text = str(err)
-    found = re.match(r"PolicyPlacer needs (\w+) (?:of )?(.*)", text, flags=re.DOTALL)
-    if found is not None:
-        name, said = found[1], f"needs {found[2]}"
-    else:  # "PolicyPlacer's NAME needs ..." (check_budget's), "PolicyPlacer's NAME names ..."
-        found = re.match(r"PolicyPlacer's (\w+) ((?:needs|names|temper|on a small graph) .*)", text, flags=re.DOTALL)
-        if found is None:
-            return err
-        name, said = found[1], found[2]
-    if not isinstance(err, InvalidArgument) or not hasattr(args, name):
-        return err
-    if hasattr(args, "around"):  # the script's flags, not the placer's arguments, in its advice too
-        said = said.replace("leave temperatures out, or use around=False",
-                            "leave --temperatures out, or use --no-around")
-    return InvalidArgument(f"--{name.replace('_', '-')} {said}")
-
-
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the flags of the constructors' samples and of the last rounds to an :mod:`argparse` parser.
-
-    ``--constructor-samples``, ``--constructor-temperature``, ``--constructor-sizes``, ``--refine``,
-    ``--constructor-refine``, ``--constructor-prior``, ``--last-rounds``, ``--polish``, ``--polish-ops`` and
-    ``--module-chain``, as
-    ``scripts/place.py`` and ``bench.py zeroshot`` take them: each is None unless given (the placer's default, which its
-    help states); their destinations are :data:`DECODING_ARGUMENTS`.
-    """
-    sizes = " ".join(str(k) for k in DEFAULT_CONSTRUCTOR_SIZES)
-    parser.add_argument("--constructor-samples", type=int, default=None, metavar="N",
-                        help=f"each constructor's samples beside its greedy placement, per device set "
-                             f"(default: {DEFAULT_CONSTRUCTOR_SAMPLES})")
-    parser.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
-                        help=f"sampling temperature of the constructor's samples "
-                             f"(default: {DEFAULT_CONSTRUCTOR_TEMPERATURE:g})")
-    parser.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
-                        help=f"device counts k: on larger clusters each constructor also places on the k fastest "
-                             f"devices alone (default: {sizes}; none given: the whole cluster only)")
-    parser.add_argument("--refine", type=int, default=None, metavar="N",
-                        help=f"samples of each last round around the best placement so far, for checkpoints that "
-                             f"sample around auto (default: {DEFAULT_REFINE}; 0: none)")
-    parser.add_argument("--constructor-refine", type=int, default=None, metavar="N",
-                        help=f"each constructor's samples of each last round, around the best placement so far, for "
-                             f"checkpoints that sample around auto (default: {DEFAULT_CONSTRUCTOR_REFINE}; 0: none)")
-    parser.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
-                        help=f"logit bonus of those samples on the best placement's devices "
-                             f"(default: {DEFAULT_CONSTRUCTOR_PRIOR:g})")
-    parser.add_argument("--last-rounds", type=int, default=None, metavar="N",
-                        help=f"last rounds, each the policy's and then each constructor's samples around the best "
-                             f"placement so far (default: {DEFAULT_LAST_ROUNDS})")
-    parser.add_argument("--polish", type=int, default=None, metavar="N",
-                        help=f"evaluations of simulated annealing from the best placement, last "
-                             f"(default: {DEFAULT_POLISH}; 0: none)")
-    parser.add_argument("--polish-ops", type=int, default=None, metavar="N",
-                        help=f"the polish's budget in op-evaluations (ops times evaluations): a graph of n ops gets "
-                             f"N // n evaluations, at least the polish's and at most {POLISH_CAP} times them "
-                             f"(default: {DEFAULT_POLISH_OPS}; 0: the polish's on every graph)")
-    parser.add_argument("--module-chain", type=int, default=None, metavar="N",
-                        help=f"evaluations of simulated annealing over the module map before the polish, on graphs "
-                             f"whose groups are calls of a few modules (a recurrent cell) (default: "
-                             f"{DEFAULT_MODULE_CHAIN}; 0: none)")
-
-
-def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
-    """How a checkpoint was trained, from its meta: the sampling ``prior``, ``modules``, ``anchored`` and ``mode``.
-
-    ``mode`` is the learner's MDP, ``"construct"`` unless the meta says ``"refine"`` (runs of gnplace that
-    did not record it trained constructively).
-    """
-    def section(parent: Any, key: str) -> dict[str, Any]:
-        value = parent.get(key) if isinstance(parent, dict) else None
-        return value if isinstance(value, dict) else {}
-
-    config = section(meta, "config")
-    learner, data = section(config, "learner"), section(config, "data")
-    prior = as_float(learner.get("prior", 0.0))  # None: no number (10**400 in a corrupt file)
-    return {"prior": prior if prior is not None and math.isfinite(prior) and prior > 0 else 0.0,
-            "modules": data.get("modules") is True, "anchored": data.get("anchored") is True,
-            "mode": "refine" if learner.get("mode") == "refine" else "construct"}
-
-
 def _advance_past(advance_to: Advance, before: int, note: str, evaluations: int) -> None:
     """``advance_to(before + evaluations, note)``: a stage's ``evaluations`` after ``before`` made by the others."""
     advance_to(before + evaluations, note)
@@ -1268,83 +1101,6 @@ class _Repairs:
         self(before + spent, "polish")
 
 
-class _Reporting(BudgetedTimer):
-    """A :class:`~gnplace.sim.timer.BudgetedTimer`, no budget, that calls ``report(evaluations)`` after each timing.
-
-    Its timings are the wrapped timer's; ``report`` (None: nothing) shows a stage's evaluations as they are made, on a
-    progress bar (:class:`PolicyPlacer`'s ``progress``).
-    """
-
-    def __init__(self, timer: StepTimer, report: Callable[[int], None] | None = None) -> None:
-        super().__init__(timer)
-        self._report = report
-
-    def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
-        result = super().time(graph, cluster, placement, timeline=timeline)
-        if self._report is not None:
-            self._report(self.evaluations)
-        return result
-
-    def time_batch(self, graph: OpGraph, cluster: Cluster, placements: Any) -> BatchResult:
-        result = super().time_batch(graph, cluster, placements)
-        if self._report is not None:
-            self._report(self.evaluations)
-        return result
-
-
-class _Memo(StepTimer):
-    """The simulator, giving back what it gave for a placement it timed before rather than simulating it again.
-
-    :meth:`PolicyPlacer._around` simulated ``auto``'s placement three times (``auto``'s timing of its heuristics'
-    placements, the problem's reference, the first candidate), and each heuristic's placement that its memory check
-    had timed once more: 10 simulations of 0.2 s at 280,158 ops on v100x8. The simulator's result depends on the
-    graph, the cluster and the placement alone, so the same bits come back; the counting timers around this one
-    still count each timing. Results are kept (:data:`~gnplace.rl.problem.Timed`, as a search's problem keeps them:
-    :func:`~gnplace.rl.problem.time_distinct`) for the (graph, cluster) pair timed last; a timeline is always
-    simulated.
-    """
-
-    #: its results are the simulator's (``timer``'s), bit for bit: a memory repair may prove that nothing fits by them
-    #: (:func:`gnplace.placers.groups._proven_over_memory`)
-    replays_simulator = True
-
-    def __init__(self, timer: Simulator) -> None:
-        self.timer = timer
-        self.cost_model = timer.cost_model
-        self._pair: tuple[OpGraph, Cluster] | None = None
-        self._kept: dict[bytes, Timed] = {}
-
-    def _results(self, graph: OpGraph, cluster: Cluster) -> dict[bytes, Timed]:
-        """The results kept for ``(graph, cluster)``, by placement key (none for a new pair)."""
-        if self._pair is None or self._pair[0] is not graph or self._pair[1] is not cluster:
-            self._pair, self._kept = (graph, cluster), {}
-        return self._kept
-
-    def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
-        from gnplace.placement import as_placement
-        from gnplace.rl.problem import placement_key
-
-        if timeline is not False:
-            return self.timer.time(graph, cluster, placement, timeline=timeline)
-        placed = as_placement(graph, cluster, placement)
-        kept, key = self._results(graph, cluster), placement_key(placed.devices)
-        if key not in kept:
-            result = self.timer.time(graph, cluster, placed)
-            kept[key] = (result.step_time, result.busy_time.copy(), result.peak_memory.copy(), result.is_oom)
-            return result
-        step, busy, peak, _ = kept[key]
-        return StepResult(step, busy.copy(), peak.copy(), cluster.memory, cluster.device_names)
-
-    def time_batch(self, graph: OpGraph, cluster: Cluster, placements: Any) -> BatchResult:
-        from gnplace.rl.problem import time_distinct
-        from gnplace.sim.timer import check_batch
-
-        array = check_batch(graph, cluster, placements)
-        if not array.shape[0]:
-            return self.timer.time_batch(graph, cluster, array)
-        return time_distinct(self.timer, graph, cluster, array, self._results(graph, cluster))[0]
-
-
 def _by_speed(cluster: Cluster) -> np.ndarray:
     """Device indices from the fastest (effective FLOP/s) to the slowest, ties by index."""
     return np.argsort([-d.effective_flops for d in cluster.devices], kind="stable")
@@ -1372,40 +1128,3 @@ def _concat_results(first: BatchResult, second: BatchResult) -> BatchResult:
         (first.peak_memory, second.peak_memory), (first.oom, second.oom))))
 
 
-def compare_with_references(
-    graph: OpGraph, cluster: Cluster, placer: PolicyPlacer, *, seed: int = 0, timer: StepTimer | None = None
-) -> tuple[Placement, dict[str, Any]]:
-    """Place with ``placer`` and time the result beside ``single``, ``auto`` and the simulator's lower bound.
-
-    Returns:
-        tuple: the policy's placement, and a row of seconds (``policy``, ``greedy``, ``auto``,
-        ``single``, ``bound``), ``policy_vs_auto``, ``auto_choice``, ``choice``, ``oom`` (the policy's), its
-        references' ``greedy_oom`` (``None`` where nothing was decoded), ``auto_oom`` and ``single_oom``,
-        ``place_seconds`` (the policy's wall time, coarsening included) and ``evaluations`` (the
-        placements it timed, ``auto``'s included).
-    """
-    import time
-
-    from gnplace.placers.auto import AutoPlacer
-    from gnplace.sim.bounds import lower_bound
-
-    timer = timer or placer.timer
-    start = time.perf_counter()
-    placement = placer.place(graph, cluster, seed=seed)
-    took = time.perf_counter() - start
-    result = timer.time(graph, cluster, placement)
-    auto = AutoPlacer(timer=timer)
-    auto.place(graph, cluster, seed=seed)  # times every candidate, single among them
-    assert auto.last_choice is not None
-    auto_step, single_step = auto.last_step_times[auto.last_choice], auto.last_step_times["single"]
-    bound = float(lower_bound(graph, cluster, times=timer.cost_model.op_times(graph, cluster)).value)
-    row = {
-        "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "policy": float(result.step_time),
-        "greedy": placer.last_greedy_step, "choice": placer.last_choice, "auto": auto_step,
-        "auto_choice": auto.last_choice, "single": single_step, "bound": bound,
-        "policy_vs_auto": relative_step(float(result.step_time), auto_step), "oom": bool(result.is_oom),
-        "greedy_oom": bool(placer.last_greedy_oom) if placer.last_greedy_step is not None else None,
-        "auto_oom": auto.last_oom[auto.last_choice], "single_oom": auto.last_oom["single"],
-        "place_seconds": took, "evaluations": int(placer.last_evaluations),
-    }
-    return placement, row

@@ -134,7 +134,8 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows of this run, in the order of its tasks, go to ``OUT/zeroshot.json`` at its end.
     """
     from gnplace.datasets import load_manifest
-    from gnplace.rl.zeroshot import DECODING_ARGUMENTS, PolicyPlacer, named_by_flag
+    from gnplace.rl.zeroshot import PolicyPlacer
+    from gnplace.rl.zeroshot_cli import DECODING_ARGUMENTS, named_by_flag
     from gnplace.workers import task_mapper
 
     out = check_output_folder(args.out)
@@ -430,7 +431,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.policy.features import build_policy_input, ops_alone
     from gnplace.rl.agent import sample
     from gnplace.rl.env import PlacementMDP
-    from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy, pretraining
+    from gnplace.rl.policy_files import SHIPPED_CHECKPOINT, cached_policy, pretraining
     from gnplace.sim.simulator import Simulator
 
     check_clusters(args.clusters)  # refused before the first graph is placed, not after it
@@ -550,7 +551,7 @@ def run_constructor(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """The ``zeroshot``, ``vs-search``, ``zeroshot-seeds``, ``latency`` and ``constructor`` subcommands."""
-    from gnplace.rl.zeroshot import add_decoding_arguments
+    from gnplace.rl.zeroshot_cli import add_decoding_arguments
 
     zs = add_command(sub, "zeroshot", run_zeroshot, "zero-shot placement by the pretrained policy against auto")
     zs.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")

@@ -272,14 +272,14 @@ def test_the_zero_shot_script_flags_references_out_of_memory_and_the_one_device_
 
 
 def test_the_zero_shot_script_refuses_an_output_over_the_shipped_checkpoints(tmp_path, capsys, load_script, monkeypatch):
-    from gnplace.rl import zeroshot
+    from gnplace.rl import policy_files
 
     script = load_script("place")
     shipped = [tmp_path / name for name in ("base.ckpt", "construct.ckpt", "construct2.ckpt")]
     for path in shipped:
         path.write_bytes(b"a shipped checkpoint's bytes")
-    monkeypatch.setattr(zeroshot, "SHIPPED_CHECKPOINT", shipped[0])  # read when no --checkpoint / --constructor
-    monkeypatch.setattr(zeroshot, "SHIPPED_CONSTRUCTORS", tuple(shipped[1:]))
+    monkeypatch.setattr(policy_files, "SHIPPED_CHECKPOINT", shipped[0])  # read when no --checkpoint / --constructor
+    monkeypatch.setattr(policy_files, "SHIPPED_CONSTRUCTORS", tuple(shipped[1:]))
     for target in shipped:  # -o overwrote it with placement JSON after the placement, or failed to load it first
         assert script.main([str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-o", str(target)]) == 2
         assert f"is the input {target.name}; write to another file" in capsys.readouterr().err

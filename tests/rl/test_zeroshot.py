@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 import torch
@@ -16,7 +14,8 @@ from gnplace.policy.checkpoint import save_policy
 from gnplace.policy.features import decision_graph
 from gnplace.policy.gnn import PlacementPolicy
 from gnplace.rl import zeroshot
-from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, compare_with_references
+from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
+from gnplace.rl.zeroshot_cli import compare_with_references
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import layered_graph, toy_cluster
@@ -253,7 +252,6 @@ def test_trivial_inputs_and_bad_checkpoints(fresh_checkpoint, tmp_path):
     (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
     with pytest.raises(InvalidCheckpoint):
         make_placer("policy", checkpoint=str(tmp_path / "bad.ckpt"))
-
 
 
 def test_nothing_to_decode_reports_no_greedy_placement_not_the_last_graphs(fresh_checkpoint):
@@ -514,13 +512,11 @@ def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(f
 
 
 def test_the_shipped_constructor_loads_and_builds_placements_of_its_own():
-    from gnplace.rl.zeroshot import SHIPPED_CONSTRUCTOR, SHIPPED_CONSTRUCTORS, pretraining
+    from gnplace.rl.policy_files import SHIPPED_CONSTRUCTOR, SHIPPED_CONSTRUCTORS, cached_policy, pretraining
 
     assert SHIPPED_CONSTRUCTOR.is_file(), "checkpoints/gnplace-construct.ckpt must ship with the repository"
     placer = PolicyPlacer()
     assert placer.constructors == SHIPPED_CONSTRUCTORS and placer.constructor_samples == 16
-    from gnplace.rl.zeroshot import cached_policy
-
     meta = cached_policy(SHIPPED_CONSTRUCTOR)[1]
     assert meta["config"]["data"]["teacher_budget"] > 0 and pretraining(meta)["prior"] == 0.0
     graph, cluster = load_graph("datasets/cifar10/cifar10_025.gnpg"), load_cluster("k80x2")
@@ -676,17 +672,6 @@ def test_the_polish_chain_does_not_reheat_unless_asked(polish_chains):
             zeroshot.PolicyPlacer(constructor="none", polish_reheat=bad)
 
 
-def test_the_decoding_arguments_name_every_flag_add_decoding_arguments_adds():
-    """Callers pass ``DECODING_ARGUMENTS`` on to the placer: a flag left out of it would be parsed and then ignored."""
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    zeroshot.add_decoding_arguments(parser)
-    given = vars(parser.parse_args([]))
-    assert tuple(given) == zeroshot.DECODING_ARGUMENTS and all(value is None for value in given.values())
-    assert set(zeroshot.DECODING_ARGUMENTS) <= set(inspect.signature(zeroshot.PolicyPlacer).parameters)
-
-
 def test_a_budget_of_evaluations_needed_covers_the_greedy_decode_of_every_round():
     """rounds=4 decodes greedily in each round: 1,439 timed where 1,438 were budgeted (BudgetExhausted)."""
     from gnplace.graph_io import load_graph as load
@@ -704,25 +689,6 @@ def test_an_int_past_a_floats_range_is_refused_in_one_line(fresh_checkpoint, opt
     """``-O policy.prior=<400 digits>`` was an OverflowError traceback from ``math.isfinite``."""
     with pytest.raises(InvalidArgument, match=option.split("_")[-1]):
         PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", **{option: 10**400})
-
-
-def test_add_decoding_arguments_is_typed_as_a_parser():
-    """``parser`` was ``Any``; it is the :mod:`argparse` parser its docstring names."""
-    import inspect
-
-    from gnplace.rl.zeroshot import add_decoding_arguments
-
-    assert inspect.signature(add_decoding_arguments).parameters["parser"].annotation == "argparse.ArgumentParser"
-
-
-@pytest.mark.parametrize("given", ["", " ", [""], "a.ckpt,"])
-def test_an_empty_constructor_path_is_refused_not_read_as_none(given):
-    """``scripts/place.py --constructor ''`` (an unset variable) ran with no constructor and exit 0: 'none' says so."""
-    from gnplace.rl.zeroshot import _constructor_paths
-
-    with pytest.raises(InvalidArgument, match="constructor names an empty path.*give 'none'"):
-        _constructor_paths(given)
-    assert _constructor_paths("none") == () and _constructor_paths(["None"]) == ()
 
 
 def test_a_placement_made_meanwhile_by_the_same_placer_leaves_the_polishs_choice_alone(monkeypatch):
@@ -943,39 +909,6 @@ def test_where_memory_repairs_pass_the_plan_the_bars_total_grows_with_them_and_s
     grown = [(done, total) for done, _, total in calls if total]
     assert grown[0][1] == grown[0][0] + 20  # the count so far and the polish still to come
     assert calls[-1][0] == calls[-1][2] == made  # it ends full
-
-
-def test_memo_gives_back_the_simulators_bits_and_simulates_a_placement_once():
-    """``_Memo`` returns what the simulator gave for a placement timed before, without simulating it again."""
-    from gnplace.rl.problem import placement_key
-
-    g, c = layered_graph(60, seed=1), load_cluster("tight4")
-    rows: list[bytes] = []
-
-    class Counting(Simulator):
-        def time(self, graph, cluster, placement, *, timeline=False):  # type: ignore[no-untyped-def]
-            rows.append(placement_key(np.asarray(getattr(placement, "devices", placement))))
-            return super().time(graph, cluster, placement, timeline=timeline)
-
-        def time_batch(self, graph, cluster, placements):  # type: ignore[no-untyped-def]
-            rows.extend(placement_key(row) for row in np.asarray(placements))
-            return super().time_batch(graph, cluster, placements)
-
-    rng = np.random.default_rng(0)
-    batch = rng.integers(0, c.num_devices, size=(5, g.num_ops))
-    batch[3], batch[4] = batch[1], 0
-    memo, plain = zeroshot._Memo(Counting()), Simulator()
-    first = memo.time(g, c, batch[0])
-    assert first == plain.time(g, c, batch[0]) and memo.time(g, c, batch[0]) == first
-    timed = memo.time_batch(g, c, batch)
-    assert timed == plain.time_batch(g, c, batch)
-    assert memo.time(g, c, batch[1]) == plain.time(g, c, batch[1])
-    assert len(rows) == len(set(rows)) == 4  # rows 0 (once), 1 (row 3 is row 1), 2 and 4
-    assert memo.time_batch(g, c, batch[:0]).step_time.shape == (0,)
-    assert memo.time(g, c, batch[2], timeline=True).timeline is not None  # a timeline is simulated
-    other = layered_graph(60, seed=2)
-    assert memo.time(other, c, batch[0]) == plain.time(other, c, batch[0])  # another graph: its own results
-
 
 
 def test_around_auto_simulates_each_placement_once(monkeypatch):
