@@ -11,6 +11,7 @@
 * :mod:`~gnplace.execute.device_map`: placements as ``device_map`` dicts for accelerate and transformers.
 """
 
-from gnplace.execute.program import Plan, Program, compile_step
+from gnplace.execute.compiler import compile_step
+from gnplace.execute.program import Plan, Program
 
 __all__ = ["Plan", "Program", "compile_step"]

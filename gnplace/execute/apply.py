@@ -42,7 +42,8 @@ from torch.utils._pytree import tree_flatten
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import check_device_names, torch_devices
-from gnplace.execute.program import Program, compile_step
+from gnplace.execute.compiler import compile_step
+from gnplace.execute.program import Program
 from gnplace.execute.runner import run_step
 from gnplace.importers.trace import autocast_state, held_tensors, input_leaves
 

@@ -11,8 +11,9 @@ import torch
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement
+from gnplace.execute.compiler import compile_step
 from gnplace.execute.journal import Key, MeasurementJournal
-from gnplace.execute.program import Program, compile_step
+from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
 from gnplace.limits import is_whole
 from gnplace.placement import GraphKey, Placement, as_placement

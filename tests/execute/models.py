@@ -155,3 +155,27 @@ class WritesIntoAView(torch.nn.Module):
         h = self.a(x)
         h[..., :2] += self.b(x)
         return ((y + h).tanh() * self.w).sum()
+
+
+class WritesInPlace(torch.nn.Module):
+    """``y = linear(x)`` written in place: into a view of it (``y[:, 0] = 0``), on the tensor itself, or
+    into its halves as the LSTM cell activates its gates, the loss then reading the halves or ``y``."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 6)
+        self.how = how
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        if self.how == "view":
+            y[:, 0] = 0.0  # the later users of y read the write through the view
+        elif self.how == "itself":
+            y.add_(1.0).relu_()  # in place on the tensor itself: its users follow the writes
+        else:
+            first, second = y.unsafe_chunk(2, dim=1)  # disjoint pieces: a write into one leaves the other
+            first.sigmoid_()
+            second.tanh_()
+            if self.how == "pieces":
+                return (first * second).sum()
+        return (y * y).sum()

@@ -91,7 +91,7 @@ def test_another_graph_or_a_failing_op_is_one_clear_error(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_and_cpu_really_move_tensors():
     from gnplace.cluster import load_cluster
-    from gnplace.execute.program import compile_step
+    from gnplace.execute.compiler import compile_step
     from gnplace.execute.runner import run_step
 
     step = _step()

@@ -54,8 +54,8 @@ def test_the_count_leaves_out_the_memory_ops_allocate_and_free_inside_themselves
     from torch.profiler import ProfilerActivity, profile, record_function
 
     import gnplace.execute.runner as runner
+    from gnplace.execute.compiler import compile_step
     from gnplace.execute.examples import convnet
-    from gnplace.execute.program import compile_step
     from gnplace.importers.torch import import_step
 
     step = import_step(*convnet())

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import cluster_from_dict, load_cluster
+from gnplace.execute.compiler import compile_step
 from gnplace.execute.dist import DistTimer
 from gnplace.execute.examples import tiny
 from gnplace.execute.local import LocalTimer
@@ -13,7 +14,6 @@ from gnplace.execute.profile import (
     node_seconds,
     simulator_error,
 )
-from gnplace.execute.program import compile_step
 from gnplace.graph_io import load_graph
 from gnplace.importers.torch import import_step
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnplace.execute.program import compile_step
+from gnplace.execute.compiler import compile_step
 from gnplace.execute.runner import DeviceOutOfMemory, is_oom_error, run_step
 from gnplace.importers.torch import import_step
 from tests.execute.models import MakesItsOwnConstants, Net, ScalesItsInput, SharedGrad
