@@ -608,6 +608,19 @@ def escaped_streams() -> Iterator[None]:
             devnull.close()
 
 
+def _tell_waiting_ranks(reason: str) -> None:
+    """Under ``torchrun``, the ranks serving a rank 0 that stops before its timer joined them hear ``reason`` at once.
+
+    They waited ``GNPLACE_DIST_TIMEOUT`` (300 s) for it (:func:`~gnplace.execute.dist.release_waiting_ranks`); a run
+    that never loaded the distributed executor has nothing to tell and imports nothing.
+    """
+    import sys
+
+    dist_module = sys.modules.get("gnplace.execute.dist")
+    if dist_module is not None:
+        dist_module.release_waiting_ranks(reason)
+
+
 def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str,
                          interrupted: str = "interrupted") -> int:
     """``run(args)``'s exit status; bad input is one ``PROG: error:`` line and 2, never a traceback.
@@ -642,12 +655,14 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
             return code
         except GnplaceError as err:
             print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
+            _tell_waiting_ranks(one_line(str(err)))
             return 2
         except BrokenPipeError:  # the reader went away (`gnplace ... --json | head`): nothing is wrong with the input
             _stdout_to_devnull()  # Python's flush at exit would fail
             return 141  # 128 + SIGPIPE, what a shell reports for a program the pipe's close stopped
         except OSError as err:
             print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
+            _tell_waiting_ranks(describe_os_error(err))
             return 2
         except SystemExit as err:
             if after_interrupt(err):  # Lightning's trainer exits 1 on Ctrl-C, after its own shutdown
@@ -656,12 +671,15 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
             if err.code is None or isinstance(err.code, int):
                 raise
             print(f"{prog}: error: {one_line(str(err.code))}", file=sys.stderr)
+            _tell_waiting_ranks(one_line(str(err.code)))
             return 2
         except Terminated:
             print(f"{prog}: SIGTERM: {interrupted}", file=sys.stderr)
+            _tell_waiting_ranks("stopped by SIGTERM")
             return 143
         except KeyboardInterrupt:
             print(f"{prog}: {interrupted}", file=sys.stderr)
+            _tell_waiting_ranks("interrupted")
             return 130
         except SystemError as err:
             if not after_interrupt(err):  # numba's compiled loops hand a Ctrl-C back as a SystemError

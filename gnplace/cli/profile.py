@@ -108,7 +108,7 @@ def _profile(args: argparse.Namespace) -> int:
                               "none")
     if args.placements == 0 and args.rounds is not None:
         raise InvalidArgument("--rounds measures each placement --placements checks, and --placements is 0")
-    from gnplace.execute.dist import launched_by_torchrun, serve
+    from gnplace.execute.dist import launched_by_torchrun, serve_unless_rank_zero
 
     if args.timer == "dist" and launched_by_torchrun():
         # across hosts: rank 0 profiles and the others run its commands (rank 1 refused in one line, and rank 0
@@ -123,9 +123,8 @@ def _profile(args: argparse.Namespace) -> int:
     args.probe_rounds = 5 if args.probe_rounds is None else args.probe_rounds
     _check_measurement_flags(args)
     check_count(args.placements, "--placements", maximum=MAX_FIDELITY_PLACEMENTS)  # each measured --rounds times
-    if args.timer == "dist" and launched_by_torchrun() and int(os.environ["RANK"]) > 0:
-        serve()  # (after the checks of the settings, which rank 0 makes too: a refused run starts no rank)
-        return 0
+    if args.timer == "dist" and serve_unless_rank_zero():
+        return 0  # (served after the checks of the settings, which rank 0 makes too: a refused run starts no rank)
     check_output_folder(args.out)
     for name in ("graph.gnpg", "cluster.yaml", "fidelity.json"):  # before minutes of measuring, not after
         refuse_link(Path(args.out, name), "profile")  # a shared folder's link: written through, out of the folder

@@ -84,7 +84,8 @@ from gnplace.sim.timer import StepResult
 from gnplace.workers import available_cores
 
 __all__ = [
-    "DistTimer", "RankOutOfMemory", "serve", "run_rank", "transfer_tags", "launched_by_torchrun", "check_cores",
+    "DistTimer", "RankOutOfMemory", "serve", "serve_unless_rank_zero", "release_waiting_ranks", "run_rank",
+    "transfer_tags", "launched_by_torchrun", "check_cores",
     "MAX_TIMEOUT_S", "environment_backend",
 ]
 
@@ -581,6 +582,63 @@ def _forget_unmade_group() -> None:
         world.group_count = 0
 
 
+#: Whether this process is rank 0 of processes ``torchrun`` started whose other ranks went to serve it
+#: (:func:`serve_unless_rank_zero`) and have not been joined yet: an error before its timer joins them tells them to
+#: stop (:func:`release_waiting_ranks`) rather than leave them waiting ``GNPLACE_DIST_TIMEOUT``.
+_RANKS_WAITING = False
+
+#: The longest rank 0 waits for the serving ranks to join so that it can tell them it stopped (seconds).
+RELEASE_TIMEOUT_S = 60.0
+
+
+def serve_unless_rank_zero() -> bool:
+    """Under ``torchrun``, serve rank 0 on any other rank (True once rank 0 stopped it); False on rank 0 and elsewhere.
+
+    Rank 0 notes that the others now wait for it, so that an error of its before its timer joins them (a cluster
+    file it refuses, an output folder it cannot write) tells them at once (:func:`release_waiting_ranks`): they
+    waited ``GNPLACE_DIST_TIMEOUT`` (300 s) before they stopped, each in one line.
+
+    Raises:
+        ExecutionFailed: as :func:`serve` does, on a rank other than 0.
+    """
+    global _RANKS_WAITING
+    if not launched_by_torchrun():
+        return False
+    if int(os.environ["RANK"]) > 0:
+        serve()
+        return True
+    _RANKS_WAITING = True
+    return False
+
+
+def release_waiting_ranks(reason: str) -> None:
+    """Tell the ranks serving this rank 0 that it stopped before timing anything, with ``reason`` (one line).
+
+    Only where they went to serve (:func:`serve_unless_rank_zero`) and no timer of this process joined them yet (a
+    timer that did stops them itself); it joins their process group, waiting at most :data:`RELEASE_TIMEOUT_S` or
+    ``GNPLACE_DIST_TIMEOUT`` if shorter, and sends them ``reason``: each ends in one line naming it. Ranks that never
+    come (gone already) are left as they are; nothing here raises.
+    """
+    global _RANKS_WAITING
+    if not _RANKS_WAITING:
+        return
+    _RANKS_WAITING = False
+    if dist.is_initialized():
+        return
+    try:
+        timeout_s = min(RELEASE_TIMEOUT_S, check_timeout(float(os.environ.get("GNPLACE_DIST_TIMEOUT", "300"))))
+        dist.init_process_group(environment_backend(), timeout=timedelta(seconds=timeout_s))
+    except (RuntimeError, ValueError, InvalidArgument):  # they are gone, or the settings were refused on every rank
+        _forget_unmade_group()
+        return
+    try:
+        dist.broadcast_object_list([("abort", reason)], src=0)
+    except RuntimeError:  # a rank gone meanwhile: nothing more to tell
+        pass
+    finally:
+        dist.destroy_process_group()
+
+
 def serve() -> None:
     """Run as a worker rank (1..n-1): take commands from rank 0 until it stops the timer.
 
@@ -625,6 +683,8 @@ def serve() -> None:
             command, payload = box[0]
             if command == "stop":
                 break
+            if command == "abort":  # rank 0 stopped before its timer joined the ranks (release_waiting_ranks)
+                raise ExecutionFailed(f"rank {dist.get_rank()}: rank 0 stopped before timing anything: {payload}")
             if command == "program":
                 program = pickle.loads(payload)
             elif command == "run":
@@ -757,6 +817,8 @@ class DistTimer(RealStepTimer):
             self.close()
         self._closed = False
         if launched_by_torchrun():
+            global _RANKS_WAITING
+            _RANKS_WAITING = False  # joined below, or given up on after timeout_s: they are this timer's to stop
             if int(os.environ["WORLD_SIZE"]) != world or int(os.environ["RANK"]) != 0:
                 raise ExecutionFailed(
                     f"torchrun started {os.environ['WORLD_SIZE']} processes (this is rank {os.environ['RANK']}); "

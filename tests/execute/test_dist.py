@@ -576,6 +576,40 @@ def test_a_torchrun_rank_whose_rank_0_never_comes_ends_in_one_line_after_the_tim
     assert time.perf_counter() - start < 30 and not torch.distributed.is_initialized()
 
 
+def test_rank_0_that_stops_before_timing_tells_the_serving_ranks_at_once(own_ranks, monkeypatch, tmp_path):
+    """Under torchrun the ranks > 0 serve before rank 0 has read the cluster or the output folder; rank 0 refusing
+    one left them waiting GNPLACE_DIST_TIMEOUT (300 s) before each stopped. Rank 0 now joins them and says why."""
+    import socket
+
+    import gnplace.execute.dist as dist_module
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2", "GNPLACE_DIST_TIMEOUT": "120"}
+    code = ("import sys\nfrom gnplace.exceptions import ExecutionFailed\nfrom gnplace.execute.dist import "
+            "serve_unless_rank_zero\ntry:\n    serve_unless_rank_zero()\nexcept ExecutionFailed as err:\n"
+            "    print(err, file=sys.stderr); sys.exit(2)\n")
+    rank1 = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **env, "RANK": "1"},
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        for name, value in {**env, "RANK": "0"}.items():
+            monkeypatch.setenv(name, value)
+        start = time.perf_counter()
+        assert dist_module.serve_unless_rank_zero() is False  # rank 0 goes on; the other serves
+        dist_module.release_waiting_ranks("k80x2: a GPU cluster, and gloo ranks are CPUs")
+        _, err = rank1.communicate(timeout=90)
+        assert rank1.returncode == 2 and time.perf_counter() - start < 60  # not the 120 s timeout
+        assert err.strip() == "rank 1: rank 0 stopped before timing anything: k80x2: a GPU cluster, and gloo ranks " \
+                              "are CPUs"
+        assert not torch.distributed.is_initialized()
+        dist_module.release_waiting_ranks("again")  # once only: nothing to join now
+        assert not torch.distributed.is_initialized()
+    finally:
+        rank1.kill()
+        rank1.wait()
+
+
 def test_rank_0_whose_torchrun_ranks_never_come_ends_in_one_line_after_the_timeout(own_ranks, monkeypatch):
     """Under torchrun, rank 0's timer waited for ranks that never joined (a host down) and raised torch's
     DistStoreError, which the command line printed as a traceback: now one ExecutionFailed line."""
