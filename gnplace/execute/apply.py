@@ -45,7 +45,8 @@ from gnplace.execute.base import check_device_names, torch_devices
 from gnplace.execute.compiler import compile_step
 from gnplace.execute.program import Program
 from gnplace.execute.runner import run_step
-from gnplace.importers.trace import autocast_state, held_tensors, input_leaves
+from gnplace.importers.module_state import held_tensors
+from gnplace.importers.trace import autocast_state, input_leaves
 
 __all__ = ["apply", "PlacedModule"]
 
