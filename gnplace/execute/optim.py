@@ -3,7 +3,7 @@
 A training graph names its optimizer on its update nodes (op type ``"<optimizer>_update"``,
 :data:`gnplace.importers.OPTIMIZERS`), and counts there the state that optimizer keeps
 (``param_bytes`` = parameter bytes x state factor) and its FLOP per element. The executors
-(:func:`~gnplace.execute.runner.run_step`, :func:`~gnplace.execute.dist.run_rank`) run that update
+(:func:`~gnplace.execute.runner.run_step`, :func:`~gnplace.execute.rank.run_rank`) run that update
 on the parameter's device, its state (:class:`OptimizerState`) kept there across steps, and count
 the state's bytes there, so that what they measure is the step the simulator models.
 

@@ -110,7 +110,7 @@ def measure_op_seconds(program: Program, device: torch.device, *, repeats: int =
     Each op is charged from the end of the previous one (the executor's loop included); one
     untimed step warms up first.
     """
-    from gnplace.execute.dist import run_rank
+    from gnplace.execute.rank import run_rank
 
     plan = program.plan(np.zeros(program.num_nodes, dtype=np.int64))
     saved = torch.get_num_threads()

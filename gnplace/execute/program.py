@@ -426,7 +426,7 @@ class Program:
         return None
 
     def sent_as_copy(self, ref: Ref) -> bool:
-        """Whether the distributed executor (:func:`~gnplace.execute.dist.run_rank`) sends ``ref`` as a copy.
+        """Whether the distributed executor (:func:`~gnplace.execute.rank.run_rank`) sends ``ref`` as a copy.
 
         A tensor whose storage an op of the step writes in place (the message would read the write), and one whose
         memory has gaps or overlaps (a slice, an ``expand``: its recorded strides are no permutation of a contiguous
@@ -534,7 +534,7 @@ class Program:
 
         Its ready queue (:func:`next_ready`): the first of its next ``window`` ops whose inputs are there, else its
         earliest op not yet run, for which it waits. Gloo's receives are seen to arrive only when waited for
-        (:func:`~gnplace.execute.dist.run_rank`), so an op reading a tensor from another rank is ready only once an
+        (:func:`~gnplace.execute.rank.run_rank`), so an op reading a tensor from another rank is ready only once an
         op run before it has read that tensor (or a buffer's update, its own reader): the order depends on the plan
         alone, not on the other ranks' pace. Over NCCL a receive can be seen arriving earlier, and a rank may then
         run such an op sooner than this order says.
@@ -588,7 +588,7 @@ class Program:
             plan (Plan): where everything runs (:meth:`plan`).
             num_devices (int): devices of the cluster.
             ranks (bool, optional): the count of the distributed executor instead
-                (:func:`~gnplace.execute.dist.run_rank`, each rank running its ops in the order of its ready queue
+                (:func:`~gnplace.execute.rank.run_rank`, each rank running its ops in the order of its ready queue
                 over gloo, :meth:`rank_order`, which may run a later op while an earlier one waits for a tensor):
                 a rank holds the inputs it reads all step, has the buffer of every tensor it receives
                 from the step's start, and frees an op's output after its own last use of it, or right after

@@ -14,8 +14,9 @@ import torch
 from gnplace.cluster import cluster_from_dict
 from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.compiler import compile_step
-from gnplace.execute.dist import MAX_TIMEOUT_S, DistTimer, transfer_tags
+from gnplace.execute.dist import MAX_TIMEOUT_S, DistTimer
 from gnplace.execute.examples import tiny
+from gnplace.execute.rank import transfer_tags
 from gnplace.graph import BACKWARD
 from gnplace.importers.torch import import_step
 from tests.execute.models import (
@@ -144,13 +145,6 @@ def test_ranks_update_their_parameters_as_torch_optim_does_over_the_steps(setup,
     for name in program.params:
         state[plan.param_device[name]] += program.state_bytes(name)
     assert state.all() and np.array_equal(held, state)  # what the timer checks capacity by counts the state
-
-
-def test_tags_are_unique_per_transfer(setup):
-    step, _, _ = setup
-    plan = compile_step(step).plan(np.random.default_rng(3).integers(0, 2, step.graph.num_ops))
-    tags = transfer_tags(plan)
-    assert len(set(tags.values())) == len(tags) == plan.num_moves
 
 
 def test_a_gradient_an_op_on_its_parameters_rank_also_reads_arrives_once(setup):
@@ -419,7 +413,7 @@ def test_a_ctrl_c_in_the_middle_of_a_step_closes_the_timer_at_once(own_ranks, mo
         def interrupted(*args, **kwargs):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(dist_module, "_run_command", interrupted)
+        monkeypatch.setattr(dist_module, "run_command", interrupted)
         start = time.perf_counter()
         with pytest.raises(KeyboardInterrupt), timer.using(compile_step(step)):
             timer.run(_cluster(), devices)
@@ -749,7 +743,7 @@ def test_a_tensor_a_rank_sends_and_no_longer_reads_is_let_go_once_sent(setup, mo
     The loss and the gradients are eager's."""
     import weakref
 
-    import gnplace.execute.dist as dist_module
+    import gnplace.execute.rank as rank_module
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
@@ -761,7 +755,7 @@ def test_a_tensor_a_rank_sends_and_no_longer_reads_is_let_go_once_sent(setup, mo
     [(made, (sent, _, _))] = [(i, m[0]) for i, m in plan.moves.items() if i >= 0 and m[0][1] == 0]
     assert not any(sent in op.reads for i, op in enumerate(program.ops) if plan.op_device[i] == 0)
     outputs, alive = {}, []  # rank 0's op outputs, and whether the sent one lives as each later op starts
-    call_op = dist_module.call_op
+    call_op = rank_module.call_op
 
     def spy(op, fn, resolve, device):
         index = program.ops.index(op)
@@ -772,7 +766,7 @@ def test_a_tensor_a_rank_sends_and_no_longer_reads_is_let_go_once_sent(setup, mo
             outputs[made] = weakref.ref(flat[0])
         return flat
 
-    monkeypatch.setattr(dist_module, "call_op", spy)
+    monkeypatch.setattr(rank_module, "call_op", spy)
     with setup[2].using(program):
         per_rank = setup[2].run(_cluster(), devices, collect=True)
     assert alive and not any(alive)
@@ -978,7 +972,7 @@ def test_a_ranks_count_follows_the_order_its_ready_queue_runs_its_ops(setup, mon
     ``examples:branchy`` runs its 52 ops in an order of its own, which the count the timer checks capacity by did
     not follow (it walked them in recorded order): rank 0 peaked at 4,334,592 bytes there, 4,529,664 in the order
     the rank runs (:meth:`Program.rank_order`, seen on the rank itself here)."""
-    import gnplace.execute.dist as dist_module
+    import gnplace.execute.rank as rank_module
     from gnplace.execute.examples import branchy
 
     step = import_step(*branchy())
@@ -990,13 +984,13 @@ def test_a_ranks_count_follows_the_order_its_ready_queue_runs_its_ops(setup, mon
     order = program.rank_order(plan, 0)
     assert sorted(order) == recorded and order != recorded
     assert program.peak_bytes(plan, 2, ranks=True).tolist() == [4529664, 11070528]
-    ran, call_op = [], dist_module.call_op
+    ran, call_op = [], rank_module.call_op
 
     def spy(op, fn, resolve, device):
         ran.append(program.ops.index(op))
         return call_op(op, fn, resolve, device)
 
-    monkeypatch.setattr(dist_module, "call_op", spy)
+    monkeypatch.setattr(rank_module, "call_op", spy)
     with setup[2].using(program):
         setup[2].run(_cluster(), devices)
     steps = setup[2].warmup + setup[2].repeats
@@ -1020,7 +1014,7 @@ def test_a_tensor_a_rank_receives_is_let_go_after_its_last_use_there(setup, monk
     random 2-rank splits of ``examples:branchy``. Now it is gone before the rank's next op, as the count has it."""
     import weakref
 
-    import gnplace.execute.dist as dist_module
+    import gnplace.execute.rank as rank_module
 
     program, devices, plan = _first_layer_on_rank_0()
     [received] = [ref for moves in plan.moves.values() for ref, _, dst in moves if dst == 0]
@@ -1029,7 +1023,7 @@ def test_a_tensor_a_rank_receives_is_let_go_after_its_last_use_there(setup, monk
     after = order[order.index(readers[-1]) + 1:]
     assert len(readers) == 2 and after and not plan.grad_moves
     held, alive = [], []  # the received tensor, and whether it lives as each later op of rank 0 starts
-    call_op = dist_module.call_op
+    call_op = rank_module.call_op
 
     def spy(op, fn, resolve, device):
         index = program.ops.index(op)
@@ -1039,7 +1033,7 @@ def test_a_tensor_a_rank_receives_is_let_go_after_its_last_use_there(setup, monk
             alive.append(held[-1]() is not None)
         return call_op(op, fn, resolve, device)
 
-    monkeypatch.setattr(dist_module, "call_op", spy)
+    monkeypatch.setattr(rank_module, "call_op", spy)
     with setup[2].using(program):
         setup[2].run(_cluster(), devices)
     assert len(alive) == len(after) * (setup[2].warmup + setup[2].repeats) and not any(alive)
@@ -1054,7 +1048,7 @@ def test_a_ranks_count_moves_as_torchs_allocator_does_op_by_op(setup, monkeypatc
 
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    import gnplace.execute.dist as dist_module
+    import gnplace.execute.rank as rank_module
     from gnplace.execute.program import Program
 
     program, devices, plan = _first_layer_on_rank_0()
@@ -1068,13 +1062,13 @@ def test_a_ranks_count_moves_as_torchs_allocator_does_op_by_op(setup, monkeypatc
 
     monkeypatch.setattr(Program, "_outputs", counting)
     program.peak_bytes(plan, 2, ranks=True)
-    call_op = dist_module.call_op
+    call_op = rank_module.call_op
 
     def named(op, fn, resolve, device):
         with record_function(f"gnplace op {program.ops.index(op)}"):
             return call_op(op, fn, resolve, device)
 
-    monkeypatch.setattr(dist_module, "call_op", named)
+    monkeypatch.setattr(rank_module, "call_op", named)
     with setup[2].using(program), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         setup[2].run(_cluster(), devices)
     events = list(prof.profiler.kineto_results.events())

@@ -325,7 +325,7 @@ def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run():
 def test_a_step_recorded_under_another_default_dtype_makes_its_tensors_of_that_dtype_wherever_it_runs():
     """Recorded under float64, run under float32 (a rank's process, a later call): torch.ones(4, 4) came out float32 and
     the product with the float64 layer failed ('expected m1 and m2 to have the same dtype')."""
-    from gnplace.execute.dist import run_rank
+    from gnplace.execute.rank import run_rank
 
     torch.manual_seed(0)
     was = torch.get_default_dtype()
