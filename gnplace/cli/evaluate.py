@@ -19,7 +19,9 @@ from gnplace.cli.common import (
     cluster_list,
     file_path,
     markup_name,
+    one_line,
     parse_placer_options,
+    printable_name,
     stdout_console,
     whole_number,
     writing,
@@ -202,8 +204,11 @@ def _report_failures(failed: list[Row], over: list[tuple[Row, str | None]], runs
         parts.append(f"no placement of {r.graph!r} fits the memory of {r.cluster!r}: {short}{more(impossible)}")
     if failed:
         first = failed[0]
+        # names as they are in a file someone shared: escaped, so that one holding ESC or a newline neither drives
+        # the terminal nor splits the line in two (the error column's message quotes them already)
         parts.append(f"{len(failed)} of {runs} runs failed (see the error column of {csv_path}); first: "
-                     f"{first.placer} on {first.graph} {first.cluster}: {first.error}")
+                     f"{printable_name(first.placer)} on {printable_name(first.graph)} "
+                     f"{printable_name(first.cluster)}: {one_line(first.error)}")
     elif impossible:
         parts[-1] += f"; the rows are in {csv_path}"
     if not parts:

@@ -477,3 +477,18 @@ def test_every_placer_out_of_memory_is_one_warning_line(tmp_path, capsys):
     assert len((out / "results.csv").read_text().splitlines()) == 2
     assert main([*args, "-p", "single,round_robin"]) == 0  # one placement fits: nothing failed
     assert capsys.readouterr().err == ""
+
+
+def test_the_failed_runs_line_escapes_the_names_it_quotes(tmp_path, capsys):
+    """A graph named with ESC's sequences and a newline (a file someone shared) failed a run: the line that counts the
+    failures printed the name as it was, recolouring the terminal and going on on a second line."""
+    from gnplace.graph_io import load_graph, save_graph
+
+    graph = load_graph(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    graph.name = "g\x1b[31mred\nnext"
+    path = save_graph(graph, tmp_path / "evil.gnpg")
+    code = main(["evaluate", "-g", str(path), "-c", "k80x2", "-p", "single,exact", "-O", "exact.max_groups=2",
+                 "-j", "1", "-o", str(tmp_path / "ev")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "\x1b" not in err, err
+    assert "first: exact on g\\x1b[31mred\\x0anext k80x2: " in err
