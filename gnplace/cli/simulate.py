@@ -81,6 +81,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace simulate``."""
+    if not args.placer.strip():  # an unset variable: read as the path "", the current folder (".: is a folder")
+        raise InvalidArgument(f"--placer {args.placer!r} is empty; name a placer or a placement file")
     if args.timeline is not None:
         check_output_file(args.timeline, "--timeline", TIMELINE_SUFFIXES)
         check_not_input(args.timeline, args.graph, "--timeline", others=(args.cluster, args.placer))

@@ -528,3 +528,11 @@ def test_the_bound_reads_the_op_times_the_step_was_timed_with_not_a_second_matri
     assert made == []  # the simulator's distinct columns, spread: no matrix of the cost model's
     graph, cluster = load_graph(graph_file), load_cluster("v100x8")
     assert report["bound_s"] == lower_bound(graph, cluster).value  # the same bits
+
+
+@pytest.mark.parametrize("placer", ["", " "])
+def test_an_empty_placer_is_refused_as_empty_not_read_as_the_current_folder(capsys, graph_file, placer):
+    """``-p ""`` (an unset variable) was read as a placement file's path, the current folder: '.: is a folder'."""
+    assert main(["simulate", str(graph_file), "-p", placer]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gnplace: error: --placer {placer!r} is empty; name a placer or a placement file\n"
