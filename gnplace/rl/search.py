@@ -262,6 +262,10 @@ class PPOSearchPlacer:
                                   f"got {checkpoint_every_s!r}")
         self.checkpoint_every_s = float(checkpoint_every_s)
         self.progress = progress
+        if type(self).algo == "reinforce" and algo not in (None, "reinforce"):  # it ran as ppo, named reinforce
+            raise InvalidArgument(f"{type(self).__name__} is the REINFORCE ablation, and algo={algo!r} would make "
+                                  f"it another placer under its name: use the {algo!r} placer (ppo takes "
+                                  "algo='reinforce')")
         self._check_inert(epochs=epochs, algo=algo or self.algo, zero_shot=zero_shot,
                           zero_shot_samples=zero_shot_samples, zero_shot_start=zero_shot_start, screen=screen,
                           screen_model=screen_model)

@@ -695,3 +695,12 @@ def test_fine_tunings_docstring_names_the_zero_shot_candidates_and_the_evaluatio
     assert "D + 33" not in doc
     for name in ("constructor_samples", "constructor_refine", "last_rounds", "refine", "polish", "module_chain"):
         assert f"``{name}`` {given[name]}" in doc, name
+
+
+def test_the_reinforce_placer_refuses_another_algorithm_rather_than_run_it_under_its_name():
+    """``gnplace place -p reinforce --algo ppo`` ran PPO and printed and recorded it as ``reinforce``."""
+    assert ReinforceSearchPlacer(budget=100, algo="reinforce").config.algo == "reinforce"  # its own, said again
+    with pytest.raises(InvalidArgument, match="the REINFORCE ablation, and algo='ppo'.*use the 'ppo' placer"):
+        ReinforceSearchPlacer(budget=100, algo="ppo")
+    with pytest.raises(InvalidArgument, match="REINFORCE ablation"):
+        make_placer("reinforce", budget=100, algo="ppo")
