@@ -291,8 +291,8 @@ def check_writable(path: str | os.PathLike[str], what: str = "output file", suff
         raise InvalidArgument(f"{what} {text}: is not a regular file (a device, pipe or socket), expected a file") \
             from None
     if suffixes and target.suffix.lower() not in suffixes:
-        raise InvalidArgument(f"{what} {text}: unsupported file type {target.suffix or '(none)'!r}; "
-                              f"expected one of {', '.join(suffixes)}")
+        kind = f"unsupported file type {target.suffix!r}" if target.suffix else "no file type"  # ("'(none)'" before)
+        raise InvalidArgument(f"{what} {text}: {kind}; expected one of {', '.join(suffixes)}")
     parent = check_parent_folder(text, what)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidArgument(f"{what} {text}: cannot write there, {parent} is not writable")

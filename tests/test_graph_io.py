@@ -843,3 +843,13 @@ def test_a_column_checked_whole_reads_as_one_checked_item_by_item(monkeypatch, k
     monkeypatch.setattr(graph_io, "_plainly_valid", lambda value, kind: False)  # item by item only
     assert [outcome(c) for c in columns] == whole
     assert sum(isinstance(w, list) for w in whole) > 9  # (each column passed is returned as given)
+
+
+def test_an_output_without_a_file_type_is_said_to_have_none(tmp_path):
+    """``simulate --timeline t`` said "unsupported file type '(none)'"."""
+    from gnplace.graph_io import check_writable
+
+    with pytest.raises(InvalidArgument, match=r"^--timeline .*/t: no file type; expected one of \.png, \.svg$"):
+        check_writable(str(tmp_path / "t"), "--timeline", suffixes=(".png", ".svg"))
+    with pytest.raises(InvalidArgument, match=r"unsupported file type '\.txt'"):
+        check_writable(str(tmp_path / "t.txt"), "--timeline", suffixes=(".png", ".svg"))

@@ -184,6 +184,8 @@ def whole_number(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
+        if text.strip().isdigit():  # past Python's 4,300 digits: printed whole, and said not to be a whole number
+            raise argparse.ArgumentTypeError(f"{len(text.strip()):,} digits: too many (at most 4,300)") from None
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")

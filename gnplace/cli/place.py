@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         from gnplace.execute.device_map import to_device_map
 
         device_map = to_device_map(graph, placement, cluster, root=args.device_map_root, module=module)
-        outputs.append((args.device_map, json.dumps(device_map, indent=1).encode("utf-8")))
+        outputs.append((args.device_map, (json.dumps(device_map, indent=1) + "\n").encode("utf-8")))
     try:
         write_together(outputs)  # -o was replaced before a --device-map that could not be written failed
     except OSError as err:

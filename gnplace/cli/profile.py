@@ -155,7 +155,7 @@ def _profile(args: argparse.Namespace) -> int:
               "one_device_scale": calibration.scale, "message_cpu_s": calibration.message_cpu, "placements": rows,
               "median_abs_error": float(np.median([r["error"] for r in timed])) if timed else None}
     with writing(Path(args.out, "fidelity.json")):
-        write_atomically(Path(args.out, "fidelity.json"), json_text(report, indent=1).encode("utf-8"))
+        write_atomically(Path(args.out, "fidelity.json"), (json_text(report, indent=1) + "\n").encode("utf-8"))
     if args.json:
         print_json(report)
         return 0

@@ -430,3 +430,16 @@ def test_a_closed_pipe_on_stdout_leaves_no_descriptor_open_in_a_program_that_ran
         assert len(os.listdir("/proc/self/fd")) == before
     finally:
         out.close()
+
+
+def test_a_whole_number_past_pythons_digits_is_refused_as_too_long_not_as_no_whole_number():
+    """``--seed`` of 5,000 digits said "expected a whole number >= 0, got '<every digit>'": it is one."""
+    import argparse
+
+    from gnplace.cli.common import whole_number
+
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^5,000 digits: too many \(at most 4,300\)$"):
+        whole_number("7" * 5000)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^expected a whole number >= 0, got 'x1'$"):
+        whole_number("x1")
+    assert whole_number("12") == 12

@@ -359,6 +359,7 @@ def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys
     report = json.loads(capsys.readouterr().out)
     device_map = json.loads(out.read_text())
     assert device_map and set(device_map.values()) <= {0, 1, 2, 3}
+    assert out.read_text().endswith("}\n")  # a text file's last line ends as the placement file's does
     assert set(report["device_map_step_s"]) == {"placement", "device_map", "accelerate_auto", "accelerate_sequential"}
 
 

@@ -19,6 +19,7 @@ def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys, 
     text = capsys.readouterr().out
     assert "median absolute error" in text and "link rank0-rank1" in text
     report = json.loads((out / "fidelity.json").read_text())
+    assert (out / "fidelity.json").read_text().endswith("}\n")  # its last line ends, as the cluster file's
     documented_keys("profile-json", report)
     rows = report["placements"]
     assert len(rows) == 3
