@@ -258,7 +258,13 @@ def collect_graphs(specs: Sequence[str | os.PathLike[str]] | str | os.PathLike[s
             _check_graph_file(path, "")
             paths.append(path)
         else:
-            raise GnplaceError(f"{path}: no such graph file or folder")
+            import re
+
+            hint = ""
+            if re.fullmatch(r"[\w.]+:\w+", str(spec)):  # a module:factory reference, which gnplace place takes
+                hint = (" (a module:factory reference: evaluate reads graph files and folders; save the model's "
+                        "graph first: gnplace.graph_io.save_graph(gnplace.importers.torch.from_module(...), PATH))")
+            raise GnplaceError(f"{path}: no such graph file or folder{hint}")
     unique: dict[Path, Path] = {}
     for path in paths:  # a file named twice (itself and in its folder) is one graph
         unique.setdefault(path.resolve(), path)

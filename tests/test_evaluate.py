@@ -33,8 +33,11 @@ def graphs(tmp_path):
 def test_collect_graphs(graphs, tmp_path):
     assert [p.name for p in collect_graphs([str(graphs)])] == ["mlp2.gnpg", "mlp3.gnpg"]
     assert len(collect_graphs([str(graphs / "mlp2.gnpg")])) == 1
-    with pytest.raises(GnplaceError, match="no such graph file or folder"):
+    with pytest.raises(GnplaceError, match=r"no such graph file or folder$"):
         collect_graphs([str(tmp_path / "missing")])
+    with pytest.raises(GnplaceError, match=r"^pkg.models:net: no such graph file or folder \(a module:factory "
+                                           r"reference: evaluate reads graph files and folders; save .*save_graph"):
+        collect_graphs(["pkg.models:net"])  # said only "no such graph file or folder", where an ONNX file is helped
     (tmp_path / "empty").mkdir()
     with pytest.raises(GnplaceError, match="no graphs"):
         collect_graphs([str(tmp_path / "empty")])
