@@ -88,7 +88,8 @@ def _check_learning_flags(args: argparse.Namespace) -> None:
     """Refuse a search setting the fine-tuner cannot run with, by its flag.
 
     The library's words named its argument: "need samples >= 2", "FineTunePlacer: checkpoint_every_s must be a
-    number of seconds > 0".
+    number of seconds > 0", and above the least value too: "need epochs <= 1000", "need samples x screen <= 16384",
+    "lr must be a finite number within float32's range".
 
     Raises:
         InvalidArgument: naming the flag, its least value and the value given.
@@ -96,15 +97,25 @@ def _check_learning_flags(args: argparse.Namespace) -> None:
     import math
 
     from gnplace.cli.common import check_count
+    from gnplace.limits import MAX_DRAWN, MAX_EPOCHS
+    from gnplace.rl.config import FLOAT32_MAX, FLOAT32_TINY
 
     check_count(args.samples, "--samples", minimum=2)  # PPO's advantages need two placements of a batch
-    check_count(args.epochs, "--epochs", minimum=1)
+    check_count(args.epochs, "--epochs", minimum=1, maximum=MAX_EPOCHS)  # (above: "need epochs <= 1000")
     check_count(args.screen, "--screen", minimum=1)
+    if args.screen == 1:  # (one placement drawn per sample)
+        check_count(args.samples, "--samples", maximum=MAX_DRAWN)
+    if args.samples * args.screen > MAX_DRAWN:  # the library's words: "need samples x screen <= 16384"
+        raise InvalidArgument(f"--samples x --screen must be at most {MAX_DRAWN} (placements drawn in one batch), "
+                              f"got {args.samples} x {args.screen} = {args.samples * args.screen}")
     if args.screen == 1 and args.screen_model != "auto":  # (the fine-tuner's own words named no flag)
         raise InvalidArgument(f"--screen-model {args.screen_model} is what the screen starts from, and --screen 1 "
                               "screens nothing (every sample is timed): leave --screen-model out, or raise --screen")
     if not (math.isfinite(args.lr) and args.lr > 0):  # as bench.py finetune's --ft-lr
         raise InvalidArgument(f"--lr must be a finite number > 0, got {args.lr}")
+    if not FLOAT32_TINY <= args.lr <= FLOAT32_MAX:  # the policy's float32 tensors: 0 or inf (the library: "lr must")
+        raise InvalidArgument(f"--lr must be within float32's range ({FLOAT32_TINY:.2g} to {FLOAT32_MAX:.2g}), "
+                              f"got {args.lr:.4g}")
     if args.polish is not None and not 0 <= args.polish < 1:  # (NaN too) the library's words named its "prelude"
         raise InvalidArgument(f"--polish must be a share of the budget in [0, 1), got {args.polish}")
     if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every > 0):  # as train.py's

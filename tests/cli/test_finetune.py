@@ -237,10 +237,10 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "0", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == "gnplace: error: --screen must be at least 1, got 0\n" and not out.exists()
-    # a screen past what one batch may draw is refused by the learner's settings, also before the folder is made
+    # a screen past what one batch may draw is refused by its flags, also before the folder is made
     assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "100000", "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("gnplace: error: need samples x screen <= 16384") and not out.exists()
+    assert err.startswith("gnplace: error: --samples x --screen must be at most 16384") and not out.exists()
 
 
 @pytest.mark.parametrize("flag, value, wanted, default", [("--final-rounds", "0", "at least 1", "FINAL_ROUNDS"),
@@ -465,6 +465,16 @@ def test_an_onnx_model_with_dynamic_sizes_is_fine_tuned_with_input_shape(tmp_pat
     (["--screen", "0"], "--screen must be at least 1, got 0"),  # "screen must be a whole number >= 1, got 0"
     (["--lr", "nan"], "--lr must be a finite number > 0, got nan"),  # "need lr > 0, got nan"
     (["--checkpoint-every", "0"], "--checkpoint-every must be a positive number of seconds, got 0.0"),
+    # above the most it takes too: "need epochs <= 1000, got 1001", "need samples x screen <= 16384, got 16400",
+    # "lr must be a finite number within float32's range (+-3.4e38), got 1e+39"
+    (["--epochs", "1001"], "--epochs must be at most 1000, got 1001"),
+    (["--samples", "16400", "--screen", "1"], "--samples must be at most 16384, got 16400"),
+    (["--samples", "400"], "--samples x --screen must be at most 16384 (placements drawn in one batch), "
+                           "got 400 x 48 = 19200"),
+    (["--screen", "1025"], "--samples x --screen must be at most 16384 (placements drawn in one batch), "
+                           "got 16 x 1025 = 16400"),
+    (["--lr", "1e39"], "--lr must be within float32's range (1.2e-38 to 3.4e+38), got 1e+39"),
+    (["--lr", "1e-50"], "--lr must be within float32's range (1.2e-38 to 3.4e+38), got 1e-50"),
 ])
 def test_a_search_setting_out_of_range_is_refused_by_its_flag(tmp_path, capsys, flags, message):
     """The library's words named its arguments (samples, checkpoint_every_s), not the flags given."""
