@@ -103,6 +103,38 @@ def _with_costs(graph: Any, costs: str | None, cluster: Any) -> Any:
     return graph.replace(cost_s={**graph.cost_s, **measured.cost_s})
 
 
+def _refuse_another_run(path: Path, graph: Any, cluster: Any) -> None:
+    """Refuse to run again into a finished run, without a ``last.ckpt``, whose placement file ``path`` is another's.
+
+    Another graph's or cluster's, by the fingerprints the file records (an unreadable file, or one that records
+    none, is taken as this run's, as before). A run too short for a checkpoint leaves only its results, and
+    ``--resume`` runs again into that folder: of another graph it overwrote them, where a ``last.ckpt`` of another
+    graph's run is refused.
+
+    Raises:
+        InvalidArgument: naming what differs.
+    """
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return
+    if not isinstance(data, dict):
+        return
+    differ = []
+    if isinstance(data.get("graph_fingerprint"), str) and data["graph_fingerprint"] != graph.fingerprint():
+        differ.append(f"another graph ({str(data.get('graph'))[:80]!r}; here {graph.name!r})")
+    if isinstance(data.get("cluster_fingerprint"), str) and \
+            data["cluster_fingerprint"] not in (cluster.fingerprint(), cluster.earlier_fingerprint()):
+        name = str(data.get("cluster"))[:80]
+        differ.append(f"another cluster ({name}; here {cluster.name})" if name != cluster.name
+                      else f"another cluster ({name} with other devices)")
+    if differ:
+        raise InvalidArgument(f"{path.parent} holds a finished run of {' and '.join(differ)} ({path.name}): "
+                              "resume with the same inputs or use another -o")
+
+
 def _runners_up(timed: dict[tuple[str, bytes], Any], cluster: Any, best: Any, count: int) -> list[np.ndarray]:
     """The devices of the ``count`` placements measured fastest in ``timed`` (a real timer's cache) after ``best``.
 
@@ -228,8 +260,10 @@ def finetune(
         (``oom`` for the one returned).
 
     Raises:
-        InvalidArgument: for an unknown timer, a real timer with a graph file, or without ``resume`` an
-            ``OUT/measurements.jsonl`` that holds measurements (nothing in ``out`` is written then).
+        InvalidArgument: for an unknown timer, a real timer with a graph file, without ``resume`` an
+            ``OUT/measurements.jsonl`` that holds measurements or a finished run's results, or with ``resume`` a
+            finished run without ``OUT/last.ckpt`` whose ``placement.json`` is of another graph or cluster
+            (nothing in ``out`` is written then).
         InvalidCheckpoint: for a bad checkpoint, or with ``resume`` an ``OUT/last.ckpt`` or
             ``OUT/measurements.jsonl`` that is unreadable, foreign or another run's (nothing in ``out`` is
             written then).
@@ -314,6 +348,8 @@ def finetune(
         # a run too short for a checkpoint (no PPO iteration) left only its results: not ours to overwrite
         raise InvalidArgument(f"{folder} holds a finished run ({finished[0]}): use another -o, or --resume to run "
                               "again into it")
+    if finished and resume and not (folder / "last.ckpt").exists():  # its placement file says whose run it was
+        _refuse_another_run(folder / "placement.json", graph, cluster)
     journal = None
     try:
         if timer != "sim":  # each real measurement on file as it is taken: a resumed run answers from it

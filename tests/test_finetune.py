@@ -626,3 +626,21 @@ def test_a_fitting_placement_is_returned_over_a_faster_one_that_runs_out_of_memo
     summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
     assert summary is not None and summary["search_oom"] and summary["search_step_s"] < summary["auto_s"]
     assert summary["chosen"] == "auto" and not summary["oom"]
+
+
+def test_resume_into_another_graphs_or_clusters_finished_run_without_a_checkpoint_is_refused_and_keeps_it(tmp_path):
+    """A run too short for a checkpoint left only its results; ``resume`` into that folder with another graph or
+    cluster ran and overwrote them, where such a ``last.ckpt`` is refused (--help: refused if another graph's run)."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    other = save_graph(mlp_training_graph(layers=3, width=64, batch=8), tmp_path / "b.gnpg")
+    out = tmp_path / "run"
+    finetune(str(path), "k80x2", budget=1, out=out, progress=False)
+    assert not (out / "last.ckpt").exists()
+    saved = {name: (out / name).read_bytes() for name in ("placement.json", "summary.json")}
+    with pytest.raises(InvalidArgument, match=r"holds a finished run of another graph \('mlp1x2w64b8'; here "
+                                              r"'mlp1x3w64b8'\) \(placement.json\): resume with the same inputs"):
+        finetune(str(other), "k80x2", budget=1, out=out, resume=True, progress=False)
+    with pytest.raises(InvalidArgument, match=r"finished run of another cluster \(k80x2; here k80x4\)"):
+        finetune(str(path), "k80x4", budget=1, out=out, resume=True, progress=False)
+    _unchanged(out, saved)
+    assert finetune(str(path), "k80x2", budget=1, out=out, resume=True, progress=False) is not None  # its own: again
