@@ -162,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         flag = "--" + next(iter(real_only)).replace("_", "-")
         raise InvalidArgument(f"{flag} is for the real timers (--timer local|dist); the simulator is exact "
                               "and times each placement once")
+    if args.devices and args.timer != "local":  # the library's words named no flag: "devices name the torch ..."
+        why = " (its ranks are this machine's CPUs)" if args.timer == "dist" else ""
+        raise InvalidArgument(f"--devices is for the local timer (--timer local); the {args.timer} timer takes "
+                              f"none{why}")
     _check_real_timer_flags(args)
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "last.ckpt", "gnplace finetune",

@@ -283,6 +283,20 @@ def test_a_real_timers_option_with_the_simulator_exits_2_before_anything_is_writ
     assert not out.exists()
 
 
+@pytest.mark.parametrize("timer", ["sim", "dist"])
+def test_devices_with_another_timer_than_local_is_refused_by_its_flag(tmp_path, capsys, timer):
+    """The library's words named no flag: "devices name the torch devices of the local timer; the sim timer takes
+    none"."""
+    source = "gnplace.execute.examples:tiny" if timer == "dist" else str(
+        save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg"))
+    out = tmp_path / "run"
+    assert main(["finetune", source, "-c", "k80x2", "--timer", timer, "--devices", "cpu,cpu", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gnplace: error: --devices is for the local timer (--timer local); the {timer} timer "
+                          "takes none") and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
 def test_the_dist_timer_on_a_gpu_cluster_exits_2_before_anything_is_written(tmp_path, capsys):
     """Its gloo ranks are CPUs: fine-tuning k80x2 on them timed CPU steps under the K80s' names and memory."""
     out = tmp_path / "run"
