@@ -343,6 +343,13 @@ def finetune(
     folder = Path(out)
     for name in ("summary.json", "placement.json", "last.ckpt", JOURNAL):  # written through: out of the folder
         refuse_link(folder / name, "finetune")
+    for name in ("summary.json", "placement.json"):  # a --resume ran the whole search, then "Is a directory"
+        if (folder / name).is_dir():
+            raise InvalidArgument(f"{folder / name}: is a folder, where finetune writes its {name}: move it away or "
+                                  "use another -o")
+    if (folder / "logs").exists() and not (folder / "logs").is_dir():  # the CSV logs' folder: "logs: File exists"
+        raise InvalidArgument(f"{folder / 'logs'}: is not a folder, where finetune writes its CSV logs: move it away "
+                              "or use another -o")
     finished = [name for name in ("summary.json", "placement.json") if (folder / name).exists()]
     if finished and not resume and not (folder / "last.ckpt").exists():  # (with one, the search names it)
         # a run too short for a checkpoint (no PPO iteration) left only its results: not ours to overwrite

@@ -644,3 +644,20 @@ def test_resume_into_another_graphs_or_clusters_finished_run_without_a_checkpoin
         finetune(str(path), "k80x4", budget=1, out=out, resume=True, progress=False)
     _unchanged(out, saved)
     assert finetune(str(path), "k80x2", budget=1, out=out, resume=True, progress=False) is not None  # its own: again
+
+
+@pytest.mark.parametrize("name", ["placement.json", "summary.json", "logs"])
+def test_an_output_of_the_wrong_kind_is_refused_before_the_search(tmp_path, name):
+    """A folder named placement.json (or summary.json) let a resumed run search to the end, then fail on
+    "Is a directory"; a file named logs failed on "File exists" after the run's start was timed."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    out = tmp_path / "run"
+    out.mkdir()
+    if name == "logs":
+        (out / name).write_text("mine\n")
+    else:
+        (out / name).mkdir()
+    with pytest.raises(InvalidArgument, match=rf"{name}: is (a|not a) folder, where finetune writes its .*use "
+                                              "another -o"):
+        finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [name]
