@@ -307,10 +307,9 @@ def finetune(
             refuse_input_shapes(source)
 
         if timer == "dist":
-            from gnplace.execute.dist import check_cores, launched_by_torchrun, serve
+            from gnplace.execute.dist import check_cores, launched_by_torchrun, serve_unless_rank_zero
 
-            if launched_by_torchrun() and int(os.environ["RANK"]) > 0:
-                serve()
+            if serve_unless_rank_zero():  # (rank 0 that stops before its timer joins them tells them why)
                 return None
         step, _ = load_step_source(source, optimizer=optimizer or "sgd")
         graph = step.graph
