@@ -706,6 +706,26 @@ def _exported_meta(path: Path) -> dict[str, Any]:
     return read_checkpoint(path).get("meta", {}) if path.is_file() else {}
 
 
+def _check_best_readable(path: Path) -> None:
+    """Refuse, before a resumed run trains, a ``best.ckpt`` that is no readable policy (truncated, damaged, foreign).
+
+    The resumed run reads it at its first export (:meth:`ExportPolicy.name_config_in_best`), and a finished run's
+    summary reads its meta: a damaged one ended the run there, after the iterations since its checkpoint, which
+    were lost (no checkpoint follows), and every resume after it the same way.
+
+    Raises:
+        InvalidCheckpoint: naming the file.
+    """
+    from gnplace.policy.checkpoint import load_policy
+
+    if path.exists():
+        try:
+            load_policy(path)
+        except InvalidCheckpoint as err:
+            raise InvalidCheckpoint(f"{err} (the run's best policy, which --resume keeps: put the run's own back, or "
+                                    "move it away)") from err
+
+
 def _finished(
     out: Path, export: str | os.PathLike[str] | None, meta: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -867,6 +887,7 @@ def pretrain(
     if resume and last.exists():
         done = check_resumable(last, config, digest, processes=processes)
         policy_meta = _exported_meta(out / "policy.ckpt")
+        _check_best_readable(out / "best.ckpt")  # read at the first export: a damaged one ended the run there
         if done >= config.schedule.iterations and policy_meta.get("iterations") == done:
             return _finished(out, export, policy_meta)  # nothing left to train: leave every file as it is
         # else a run stopped in its last iteration (saved, not exported): the fit exports it, training nothing

@@ -365,6 +365,17 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tiny_run, tmp
         pretrain(load_pretrain_config(tiny_config), out, resume=True, progress=False)
 
 
+@pytest.mark.parametrize("damage", [lambda b: b[:5000], lambda b: b"\x00" * len(b)], ids=["truncated", "zeroed"])
+def test_a_damaged_best_checkpoint_is_refused_before_a_resumed_run_trains(tiny_config, tiny_run, tmp_path, damage):
+    """It was read at the resumed run's first export: the run ended there, its iterations since last.ckpt lost."""
+    out = _copied(tiny_run("schedule.iterations=2"), tmp_path / "run")
+    (out / "best.ckpt").write_bytes(damage((out / "best.ckpt").read_bytes()))
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(InvalidCheckpoint, match=r"best\.ckpt: not a readable checkpoint .* move it away\)$"):
+        pretrain(load_pretrain_config(tiny_config), out, resume=True, progress=False)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files  # nothing trained, logged or written
+
+
 def _script(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "scripts" / "pretrain.py"), "--no-progress", *args]
 
