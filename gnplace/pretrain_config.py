@@ -129,6 +129,10 @@ class PretrainConfig:
             raise InvalidArgument("data: val_left_out needs max_ops (the graphs it leaves out are validated on)")
         if self.data.max_nodes < 1:
             raise InvalidArgument(f"data: max_nodes must be >= 1, got {self.data.max_nodes}")
+        if not self.data.val_clusters and self.data.val_per_family:  # they were held out of training, validated on none
+            raise InvalidArgument(f"data: val_clusters is empty, so the {self.data.val_per_family} graphs of each "
+                                  "family held out for validation (val_per_family) would be neither validated nor "
+                                  "trained on; name a cluster, or set val_per_family: 0 to validate nothing")
         if not self.data.families:  # else refused later as "0 training pairs", which names no setting
             raise InvalidArgument("data: families is empty; name at least one dataset folder under data.root")
         if not self.data.root.strip():  # "" would be the working directory, where the families are not

@@ -64,10 +64,19 @@ def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
     ("data.presets=[k80x2, '']", r"data: presets holds an empty name \(\['k80x2', ''\]\)"),  # was ".: is a folder"
     ("data.val_clusters=[' ']", r"data: val_clusters holds an empty name"),
     ("data.root=''", r"data: root is empty; name the folder of the datasets"),  # was "cifar10: no such graph file"
+    # the held-out graphs were left out of training and validated on no cluster, without a word
+    ("data.val_clusters=[]", r"data: val_clusters is empty, so the 2 graphs of each family held out for validation "
+                             r"\(val_per_family\) would be neither validated nor trained on; name a cluster, or set "
+                             r"val_per_family: 0 to validate nothing$"),
 ])
 def test_an_empty_list_or_name_in_the_data_section_is_named(override, message):
     with pytest.raises(InvalidArgument, match=f"^{message}"):
         load_pretrain_config(overrides=[override])
+
+
+def test_no_validation_clusters_with_no_graph_held_out_validates_nothing():
+    config = load_pretrain_config(overrides=["data.val_clusters=[]", "data.val_per_family=0"])
+    assert config.data.val_clusters == () and config.data.val_per_family == 0
 
 
 def test_an_empty_config_path_is_named_as_empty_not_as_the_current_folder():
