@@ -21,7 +21,7 @@ from gnplace.rl.config import LearnerConfig
 from gnplace.shipped import shipped_path
 
 __all__ = ["DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "override_parts",
-           "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS"]
+           "override_value", "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS"]
 
 
 #: The config of the shipped checkpoint (``configs/pretrain.yaml``; a wheel's copy: :mod:`gnplace.shipped`).
@@ -185,42 +185,48 @@ def _section(cls: type, raw: Any, name: str) -> Any:
     unknown = sorted(set(raw) - set(known), key=str)  # (YAML keys may be numbers, null: mixed types)
     if unknown:
         raise InvalidArgument(f"pretrain config: unknown key {name}.{unknown[0]} (known: {', '.join(known)})")
-    values = {}
-    for key, value in raw.items():
-        default = known[key].default
-        if isinstance(default, tuple):
-            if isinstance(value, str):
-                value = [v for v in value.split(",") if v]
-            if not isinstance(value, list):
-                raise InvalidArgument(f"pretrain config: {name}.{key} must be a list, got {value!r}")
-            # a number may name a folder or file ("1"); null, true, a list or a mapping names none: [null] was refused
-            # 10 s later as "datasets/None: no such graph file or folder", [[cifar10]] as "datasets/['cifar10']"
-            odd = [v for v in value if isinstance(v, (bool, list, dict)) or v is None]
-            if odd:
-                raise InvalidArgument(f"pretrain config: {name}.{key} must be a list of names, got {odd[0]!r} in it")
-            value = tuple(str(v) for v in value)
-        elif isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise InvalidArgument(f"pretrain config: {name}.{key} must be true or false, got {value!r}")
-        elif isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, str):  # YAML 1.1 reads 3e-4 as a string
-                try:
-                    value = float(value)
-                except ValueError:
-                    pass
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got {value!r}")
-            if isinstance(value, float) and value != value:  # NaN: no size at all ("too large" before)
-                raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got nan")
-            if not finite_number(value) or abs(value) > 2**62:  # (an int past a float's range: too large too)
-                raise InvalidArgument(f"pretrain config: {name}.{key} is too large, got {value!r}")
-            if isinstance(default, int) and not isinstance(default, bool) and value != int(value):
-                raise InvalidArgument(f"pretrain config: {name}.{key} must be an integer, got {value!r}")
-            value = type(default)(value)
-        elif isinstance(default, str) and not isinstance(value, str):
-            raise InvalidArgument(f"pretrain config: {name}.{key} must be a string, got {value!r}")
-        values[key] = value
+    values = {key: _field_value(name, key, value, known[key].default) for key, value in raw.items()}
     return cls(**values)
+
+
+def _field_value(name: str, key: str, value: Any, default: Any) -> Any:
+    """``value`` as field ``name.key`` of default ``default`` holds it (a list as a tuple, 3e-4 as a float).
+
+    Raises:
+        InvalidArgument: naming the key, where ``value`` is of another type or out of range.
+    """
+    if isinstance(default, tuple):
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, list):
+            raise InvalidArgument(f"pretrain config: {name}.{key} must be a list, got {value!r}")
+        # a number may name a folder or file ("1"); null, true, a list or a mapping names none: [null] was refused
+        # 10 s later as "datasets/None: no such graph file or folder", [[cifar10]] as "datasets/['cifar10']"
+        odd = [v for v in value if isinstance(v, (bool, list, dict)) or v is None]
+        if odd:
+            raise InvalidArgument(f"pretrain config: {name}.{key} must be a list of names, got {odd[0]!r} in it")
+        value = tuple(str(v) for v in value)
+    elif isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"pretrain config: {name}.{key} must be true or false, got {value!r}")
+    elif isinstance(default, (int, float)) and not isinstance(default, bool):
+        if isinstance(value, str):  # YAML 1.1 reads 3e-4 as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got {value!r}")
+        if isinstance(value, float) and value != value:  # NaN: no size at all ("too large" before)
+            raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got nan")
+        if not finite_number(value) or abs(value) > 2**62:  # (an int past a float's range: too large too)
+            raise InvalidArgument(f"pretrain config: {name}.{key} is too large, got {value!r}")
+        if isinstance(default, int) and not isinstance(default, bool) and value != int(value):
+            raise InvalidArgument(f"pretrain config: {name}.{key} must be an integer, got {value!r}")
+        value = type(default)(value)
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise InvalidArgument(f"pretrain config: {name}.{key} must be a string, got {value!r}")
+    return value
 
 
 def override_parts(item: str) -> tuple[str, str, str] | None:
@@ -238,6 +244,31 @@ def override_parts(item: str) -> tuple[str, str, str] | None:
         return None
     section, _, key = target.partition(".")
     return section.strip(), key.strip(), text
+
+
+def override_value(section: str, key: str, text: str) -> Any:
+    """The value ``--set SECTION.KEY=TEXT`` gives ``SECTION.KEY``, as :func:`load_pretrain_config` reads it.
+
+    ``learner.lr=1e-3`` and ``learner.lr=0.001`` give one value (YAML reads the first as a string), and so do
+    ``data.families=ptb`` and ``data.families=[ptb]``.
+
+    Raises:
+        InvalidArgument: if the section or key is unknown, or the text is no value of the key.
+
+    Examples:
+        >>> override_value("learner", "lr", "1e-3") == override_value("learner", "lr", "0.001")
+        True
+    """
+    from gnplace.limits import parse_yaml
+
+    classes = {"data": DataConfig, "schedule": ScheduleConfig, "learner": LearnerConfig}
+    if section not in classes:
+        raise InvalidArgument(f"unknown section {section!r} (sections: data, schedule, learner)")
+    known = {f.name: f for f in dataclasses.fields(classes[section])}
+    if key not in known:
+        raise InvalidArgument(f"pretrain config: unknown key {section}.{key} (known: {', '.join(known)})")
+    value = parse_yaml(text, InvalidArgument, f"override {section}.{key}={text}")
+    return _field_value(section, key, value, known[key].default)
 
 
 def load_pretrain_config(

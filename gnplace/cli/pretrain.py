@@ -127,14 +127,13 @@ def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
     Raises:
         InvalidArgument: naming the key and both values.
     """
-    import yaml
+    from gnplace.pretrain_config import override_parts, override_value
 
-    from gnplace.pretrain_config import override_parts
-
-    def value(text: str) -> Any:
+    def value(section: str, key: str, text: str) -> Any:
+        """The value the config takes (1e-3 and 0.001 are one: YAML reads the first as a string, and they differed)."""
         try:
-            return yaml.safe_load(text)
-        except (yaml.YAMLError, ValueError, RecursionError):  # reported by load_pretrain_config
+            return override_value(section, key, text)
+        except InvalidArgument:  # reported by load_pretrain_config
             return text
 
     given: dict[str, tuple[str, Any]] = {}
@@ -143,9 +142,9 @@ def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
         if parts is None:
             continue
         key, text = f"{parts[0]}.{parts[1]}", parts[2]
-        if key in given and given[key][1] != value(text):
+        if key in given and given[key][1] != value(*parts):
             raise InvalidArgument(f"--set {key} is given twice, as {given[key][0]!r} and {text!r}: give it once")
-        given[key] = (text, value(text))
+        given[key] = (text, value(*parts))
     if seed is not None and "learner.seed" in given and given["learner.seed"][1] != seed:
         raise InvalidArgument(f"--seed {seed} and --set learner.seed={given['learner.seed'][0]} differ: give one")
 

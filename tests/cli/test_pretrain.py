@@ -241,6 +241,9 @@ def test_a_config_value_given_twice_alike_is_accepted():
     from gnplace.cli.pretrain import _check_overrides_once
 
     _check_overrides_once(["schedule.iterations=2", "schedule.iterations=2.0 ", "learner.seed=3"], 3)
+    # one value as the config reads it, where YAML reads one of them as a string: refused as "given twice" before
+    _check_overrides_once(["learner.lr=1e-3", "learner.lr=0.001", "data.families=ptb", "data.families=[ptb]",
+                           "learner.seed=3e0"], 3)
 
 
 def test_several_nodes_with_no_launcher_are_refused_not_a_hang(tmp_path, capsys, monkeypatch):
