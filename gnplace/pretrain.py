@@ -796,6 +796,12 @@ def wait_at_most(trainer: L.Trainer, timeout_s: float) -> None:
         strategy._timeout = timedelta(seconds=timeout_s)
 
 
+#: The folders a run writes in its ``out``. A file of one of those names was met only as the run first wrote there: at
+#: its first checkpoint (``checkpoints``, after a validation had exported its policy files) or at the end of a
+#: distributed run (``ranks``), one line ("File exists") after the training it lost.
+RUN_FOLDERS = ("checkpoints", "logs", "tensorboard", "teacher", "ranks")
+
+
 @holds_folder("out", "--out", slurm=True)  # one run at a time in a folder (a SLURM job's tasks: one run)
 @stray_ranks_hidden  # LOCAL_RANK=1 left in the shell: no logs were written, a rank other than 0 writes none
 def pretrain(
@@ -862,6 +868,10 @@ def pretrain(
     out = Path(out)
     for name in ("checkpoints", "checkpoints/last.ckpt", "policy.ckpt", "best.ckpt", "logs", "tensorboard"):
         refuse_link(out / name, "pretrain")  # a shared run folder's link: its checkpoints written out of the folder
+    for name in RUN_FOLDERS:  # a file there failed the run as it first wrote in it ("OUT/checkpoints: File exists")
+        if (out / name).exists() and not (out / name).is_dir():
+            raise InvalidArgument(f"{out / name}: is a file, where pretrain keeps its {name} folder: move it away or "
+                                  "use another --out")
     last = out / "checkpoints" / "last.ckpt"
     ckpt_path = None
     # a new run would overwrite the earlier run's checkpoints (checked by rank 0, not by the ranks it launches)

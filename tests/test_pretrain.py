@@ -376,6 +376,18 @@ def test_a_damaged_best_checkpoint_is_refused_before_a_resumed_run_trains(tiny_c
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files  # nothing trained, logged or written
 
 
+@pytest.mark.parametrize("name", ["checkpoints", "logs", "tensorboard", "teacher", "ranks"])
+def test_a_file_where_the_run_keeps_a_folder_is_refused_before_any_work(tiny_config, tmp_path, name):
+    """``checkpoints`` failed the run at its first checkpoint ("File exists"), after its first validation's exports."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / name).write_text("mine")
+    with pytest.raises(InvalidArgument, match=rf"^{out / name}: is a file, where pretrain keeps its {name} folder: "
+                                              "move it away or use another --out$"):
+        pretrain(load_pretrain_config(tiny_config), out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [name] and (out / name).read_text() == "mine"
+
+
 def _script(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "scripts" / "pretrain.py"), "--no-progress", *args]
 
