@@ -814,7 +814,8 @@ def pretrain(
     Args:
         config (PretrainConfig): every hyperparameter.
         out (str or Path): output folder: ``logs/`` (CSV), ``tensorboard/``, ``checkpoints/last.ckpt``,
-            ``policy.ckpt``.
+            ``policy.ckpt``, ``best.ckpt`` (where a validation on schedule ran), ``teacher/`` (with
+            ``data.teacher_budget``) and ``ranks/`` (a run of several processes).
         resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists; without it,
             a folder that holds a run already is refused (default: :obj:`False`). A folder with no ``last.ckpt``
             whose exported policies a run of this config writes before its first checkpoint (a kill came between the
@@ -837,7 +838,9 @@ def pretrain(
 
     Returns:
         dict: ``iterations``, ``wall_seconds`` (the run's, teacher searches and earlier sessions included),
-        ``validation`` (the last), ``policy`` (its path).
+        ``validation`` (the last), ``policy`` (its path), ``best`` (``best.ckpt``'s path, None where none was
+        written), ``best_validation`` (its score), ``already_done`` (the run had finished before: nothing trained)
+        and ``rank`` (this process's: a run of several returns on each).
 
     Raises:
         InvalidCheckpoint: if ``resume`` finds a checkpoint that is unreadable, foreign or of another config.
