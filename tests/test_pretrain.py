@@ -339,10 +339,22 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tiny_run, tmp
                           (lambda d: d["gnplace"].update(rng={"bit_generator": "PCG64", "state": 3}),
                            "its sampling generator's state is malformed"),
                           (lambda d: d.update(optimizer_states=[{"state": {}, "param_groups": []}]),
-                           "its optimizer state is malformed"),
+                           r"its optimizer state \(its parameter groups do not list each"),  # (no group: none listed)
                           (lambda d: [s.update(best_score="zz") for s in d["callbacks"].values()
                                       if isinstance(s, dict) and "config" in s], r"its run's best_score \('zz'\)"),
                           (lambda d: d.update(hyper_parameters=None), "learner settings are malformed"),
+                          # a KeyError, an AttributeError ('dict' object has no attribute 'lerp_') or a TypeError
+                          # traceback at the resumed run's first step before
+                          (lambda d: d["optimizer_states"][0]["state"][1].pop("step"),
+                           r"its optimizer state \(step of parameter 1 is missing\) is missing or damaged"),
+                          (lambda d: d["optimizer_states"][0]["state"][0].update(exp_avg={}),
+                           r"its optimizer state \(exp_avg of parameter 0 is a dict\)"),
+                          (lambda d: d["optimizer_states"][0]["param_groups"][0]["params"].__setitem__(3, {}),
+                           r"its optimizer state \(its parameter groups do not list each of the \d+ parameters' "
+                           r"indices once\)"),
+                          # resumed without a word, the weights trained under other features
+                          (lambda d: d["gnplace"]["features"]["op_kinds"].append("new_kind"),
+                           r"made for other policy features \(op_kinds differ\); cannot resume from it"),
                           (lambda d: [s["config"].update(data=[1]) for s in d["callbacks"].values()
                                       if isinstance(s, dict) and "config" in s],
                            r"its recorded config is damaged \(data is not a mapping\)")):

@@ -319,6 +319,34 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
             if isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) != shapes[index]:
                 raise damaged(f"optimizer state ({name} of parameter {index} is {tuple(value.shape)}, "
                               f"the parameter {shapes[index]})")
+        # Adam's moments and step count: one missing, or no tensor, was a KeyError or AttributeError traceback
+        # ('dict' object has no attribute 'lerp_') at the resumed run's first step
+        for name in ADAM_STATE:
+            value = entry.get(name)
+            if not (isinstance(value, torch.Tensor) and value.is_floating_point()
+                    and tuple(value.shape) == (shapes[index] if name != "step" else ())):
+                shown = "missing" if value is None else f"a {type(value).__name__}" \
+                    if not isinstance(value, torch.Tensor) else f"{tuple(value.shape)} {value.dtype}"
+                raise damaged(f"optimizer state ({name} of parameter {index} is {shown})")
+    # the parameters' indices, each once in a group: another list was a TypeError or ValueError traceback in torch
+    listed = [group.get("params") if isinstance(group, dict) else None for group in groups]
+    indices = [i for params in listed for i in (params if isinstance(params, list) else [None])]
+    whole = [i for i in indices if isinstance(i, int) and not isinstance(i, bool)]
+    if len(whole) != len(indices) or sorted(whole) != list(range(len(shapes))):
+        raise damaged(f"optimizer state (its parameter groups do not list each of the {len(shapes)} parameters' "
+                      "indices once)")
+    learner = data.get("gnplace")  # (train.fit's resume has not checked it is there)
+    features = learner.get("features") if isinstance(learner, dict) else None
+    if features is not None and features != feature_set():  # resumed, the weights learnt under others trained on
+        mine = feature_set()
+        diff = sorted(str(k) for k in {*mine, *features} if features.get(k) != mine.get(k)) \
+            if isinstance(features, dict) else []
+        raise InvalidCheckpoint(f"{path}: made for other policy features ({', '.join(diff) or 'all'} differ); cannot "
+                                "resume from it with this gnplace version")
+
+
+#: What Adam keeps of each parameter (torch 2.x): its step count and its two moments, of the parameter's shape.
+ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
 
 
 def _state_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:
