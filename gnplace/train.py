@@ -804,18 +804,24 @@ def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> Non
 
     name = problem.inp.graph.name
     ops, devices = problem.inp.graph.num_ops, problem.inp.cluster.num_devices
-    best = np.asarray(saved.get("best_devices", []))
-    fits = best.shape == (ops,) and (not best.size or (np.issubdtype(best.dtype, np.integer)
-                                                       and 0 <= best.min() and best.max() < devices))
-    if not fits:
-        raise InvalidCheckpoint(f"the checkpoint's best placement of pair {name} does not fit it ({best.size} ops "
-                                f"for {ops}, or a device outside its {devices}): a checkpoint of other graphs or "
-                                "clusters")
+
+    def check_fits(placement: np.ndarray, which: str) -> None:
+        fits = placement.shape == (ops,) and (not placement.size or (np.issubdtype(placement.dtype, np.integer)
+                                                                     and 0 <= placement.min()
+                                                                     and placement.max() < devices))
+        if not fits:
+            raise InvalidCheckpoint(f"the checkpoint's {which} of pair {name} does not fit it ({placement.size} ops "
+                                    f"for {ops}, or a device outside its {devices}): a checkpoint of other graphs or "
+                                    "clusters")
+
+    check_fits(np.asarray(saved.get("best_devices", [])), "best placement")
     try:
         restored = _restored_values(saved)
-    except (KeyError, TypeError, ValueError) as err:  # an edited checkpoint: one line
+    except (KeyError, TypeError, ValueError, OverflowError) as err:  # an edited checkpoint: one line (10**30 too)
         raise InvalidCheckpoint(f"the checkpoint's state of pair {name} is malformed ({type(err).__name__}: "
                                 f"{err}); cannot resume from it") from err
+    if "sample_best_devices" in restored:  # the elite target of elite_target: samples, drawn into as the best is
+        check_fits(restored["sample_best_devices"], "best sampled placement")
     problem.timed.update(restored.pop("timed"))  # merged: a search's pair has timed its start already
     for key, value in restored.items():
         setattr(problem, key, value)

@@ -522,6 +522,27 @@ def test_a_restored_pair_state_that_does_not_fit_its_graph_is_refused():
         fresh.problem(0)
 
 
+@pytest.mark.parametrize("sampled, message", [
+    # restored without a word: the elite target of elite_target: samples, of other ops or devices
+    (lambda best: best[:-1], r"best sampled placement of pair .* does not fit it \(\d+ ops for \d+"),
+    (lambda best: [7] * len(best), r"best sampled placement of pair .* or a device outside its 2\)"),
+    # an OverflowError traceback
+    (lambda best: [10**30] * len(best), r"state of pair .* is malformed \(OverflowError: "),
+], ids=["short", "device", "overflow"])
+def test_a_restored_best_sampled_placement_that_does_not_fit_its_pair_is_refused(sampled, message):
+    from gnplace.exceptions import InvalidCheckpoint
+
+    same = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    same.problem(0)
+    edited = same.state_dict()
+    best = edited["problems"][0]["best_devices"]
+    edited["problems"][0].update(sample_best_devices=sampled(best), sample_best_step=1.0)
+    fresh = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    fresh.load_state_dict(edited)
+    with pytest.raises(InvalidCheckpoint, match=message):
+        fresh.problem(0)
+
+
 def test_beta_adapts_to_the_kl_of_every_pair_of_the_last_epoch(tmp_path, monkeypatch):
     """With two pairs a batch, beta followed the last pair's KL alone (a DDP run of one pair a rank averaged both)."""
     import gnplace.train as train
