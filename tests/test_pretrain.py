@@ -352,6 +352,8 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tiny_run, tmp
                           (lambda d: d["optimizer_states"][0]["param_groups"][0]["params"].__setitem__(3, {}),
                            r"its optimizer state \(its parameter groups do not list each of the \d+ parameters' "
                            r"indices once\)"),
+                          (lambda d: d["optimizer_states"][0]["param_groups"][0].pop("lr"),  # KeyError: 'lr'
+                           r"its optimizer state \(a parameter group's lr, betas, eps or weight_decay\)"),
                           # resumed without a word, the weights trained under other features
                           (lambda d: d["gnplace"]["features"]["op_kinds"].append("new_kind"),
                            r"made for other policy features \(op_kinds differ\); cannot resume from it"),

@@ -335,6 +335,11 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
     if len(whole) != len(indices) or sorted(whole) != list(range(len(shapes))):
         raise damaged(f"optimizer state (its parameter groups do not list each of the {len(shapes)} parameters' "
                       "indices once)")
+    for group in groups:  # what Adam's step reads of its group (a KeyError 'lr' traceback; torch fills in the rest)
+        betas = group.get("betas")
+        if not (all(_finite_real(group.get(key)) for key in ("lr", "eps", "weight_decay"))
+                and isinstance(betas, list | tuple) and len(betas) == 2 and all(map(_finite_real, betas))):
+            raise damaged("optimizer state (a parameter group's lr, betas, eps or weight_decay)")
     learner = data.get("gnplace")  # (train.fit's resume has not checked it is there)
     features = learner.get("features") if isinstance(learner, dict) else None
     if features is not None and features != feature_set():  # resumed, the weights learnt under others trained on
@@ -343,6 +348,13 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
             if isinstance(features, dict) else []
         raise InvalidCheckpoint(f"{path}: made for other policy features ({', '.join(diff) or 'all'} differ); cannot "
                                 "resume from it with this gnplace version")
+
+
+def _finite_real(value: Any) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool; 10**400 is none)."""
+    from gnplace.limits import finite_number
+
+    return isinstance(value, int | float) and not isinstance(value, bool) and finite_number(value)
 
 
 #: What Adam keeps of each parameter (torch 2.x): its step count and its two moments, of the parameter's shape.
