@@ -71,11 +71,45 @@ class RunProgressBar(RichProgressBar):
     :mod:`gnplace.progress` is, and rich's global console is given back at the end of the run as the caller had it
     (Lightning reconfigures it for the bar; a plain one put in its place lost a program's own settings of it, its
     width, its forced terminal).
+
+    With ``count`` other than ``"iterations"`` (a search's ``"evaluations"``, a metric its learner shows on the
+    bar) and a ``total``, the bar counts that metric up to ``total``: a search's bar counted its iterations against
+    the most it may run (four times those of a budget of all-new batches), so a 300-evaluation run ended at 20 of
+    80 with a time left for 80. Whole numbers show as such ("evaluations: 66", not "66.000"), and Lightning's
+    ``v_num`` (the logger's version, 0) not at all.
+
+    Args:
+        total (int or None, optional): the count at which the run ends (None: the epoch's batches).
+        count (str, optional): what the bar counts (default: ``"iterations"``, the batches).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, total: int | None = None, count: str = "iterations") -> None:
         super().__init__(console_kwargs={"stderr": True})  # Lightning makes it rich's console for the run
         self._callers_console: dict[str, Any] | None = None
+        self.count_total = total if count != "iterations" else None
+        self.count = count
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Start the bar; its total is ``total`` where it counts a metric."""
+        super().on_train_epoch_start(trainer, pl_module)
+        if self.count_total is not None and self.progress is not None and self.train_progress_bar_id is not None:
+            self.progress.update(self.train_progress_bar_id, total=self.count_total)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """Advance the bar: by a batch, or to the metric it counts as the learner last showed it."""
+        super().on_train_batch_end(trainer, pl_module, *args)
+        done = trainer.progress_bar_metrics.get(self.count) if self.count_total is not None else None
+        if done is not None and self.progress is not None and self.train_progress_bar_id is not None:
+            self.progress.update(self.train_progress_bar_id, completed=min(int(done), self.count_total or 0))
+            self.refresh()
+
+    def get_metrics(
+        self, trainer: L.Trainer, pl_module: L.LightningModule
+    ) -> dict[str, int | str | float | dict[str, float]]:
+        """The metrics shown beside the bar: whole numbers as ints, without the logger's ``v_num``."""
+        items = dict(super().get_metrics(trainer, pl_module))
+        items.pop("v_num", None)
+        return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in items.items()}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         """Note rich's global console as the caller has it, before Lightning reconfigures it for the bar."""
@@ -105,7 +139,7 @@ class RunProgressBar(RichProgressBar):
             get_console().__dict__ = kept
 
     def _get_train_description(self, current_epoch: int) -> str:  # the stock bar's title hook (Lightning 2.x)
-        title = f"Epoch {current_epoch}"
+        title = self.count if self.count_total is not None else f"Epoch {current_epoch}"
         return f"{title:{len(self.validation_description)}}"  # padded as the stock bar does, against flicker
 
 
@@ -202,7 +236,7 @@ def progress_callbacks(enabled: bool | None, label: str, total: int | None,
     if enabled is False:
         return []
     if show_bar(enabled):
-        return [RunProgressBar()]
+        return [RunProgressBar(total, count)]
     return [ProgressLines(label, total, count)]
 
 

@@ -701,3 +701,26 @@ def test_a_fit_in_one_thread_leaves_another_threads_seeding_of_torchs_generator_
         thread.join(120)
     assert not errors
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_a_run_progress_bar_counting_evaluations_counts_them_to_the_budget_and_shows_whole_numbers(tmp_path):
+    """A search's bar counted iterations against four times what a budget of all-new batches takes (a
+    300-evaluation run ended at 20 of 80) and showed 'evaluations: 66.000' and 'v_num: 0.000'."""
+    bar = RunProgressBar(total=8, count="evaluations")
+    seen: dict = {}
+
+    class Read(L.Callback):  # before the bar in the list: reads its task before the bar stops it
+        def on_train_end(self, trainer, pl_module):
+            task = bar.progress.tasks[bar.train_progress_bar_id]
+            seen.update(completed=task.completed, total=task.total, description=task.description,
+                        metrics=bar.get_metrics(trainer, pl_module))
+
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [StopAfter(2), Read(), bar], max_steps=-1, max_epochs=-1,
+                                  limit_train_batches=50, limit_val_batches=0, enable_progress_bar=True)
+        fit_interruptibly(trainer, _ValidatingModel())
+    assert seen["completed"] == 8 and seen["total"] == 8  # 4 evaluations an iteration, two iterations
+    assert "evaluations" in seen["description"] and "Epoch" not in seen["description"]
+    assert seen["metrics"] == {"evaluations": 8}
+    plain = RunProgressBar()  # an open-ended run counts its batches, titled by its epoch, as before
+    assert plain.count_total is None and plain._get_train_description(3).strip() == "Epoch 3"
