@@ -186,7 +186,11 @@ def _section(cls: type, raw: Any, name: str) -> Any:
     if unknown:
         raise InvalidArgument(f"pretrain config: unknown key {name}.{unknown[0]} (known: {', '.join(known)})")
     values = {key: _field_value(name, key, value, known[key].default) for key, value in raw.items()}
-    return cls(**values)
+    try:
+        return cls(**values)
+    except InvalidArgument as err:  # the section's own checks (LearnerConfig's "need lr > 0"): named by the section
+        said = str(err)
+        raise InvalidArgument(said if said.startswith(f"{name}") else f"{name}: {said}") from None
 
 
 def _field_value(name: str, key: str, value: Any, default: Any) -> Any:

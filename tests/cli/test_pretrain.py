@@ -95,7 +95,7 @@ def test_a_bad_config_is_reported_before_lightning_is_imported(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[2, 2, 2] False", result.stderr
     assert result.stderr.splitlines() == [f"gnplace: error: {tmp_path / 'missing.yaml'}: no such config file",
-                                          "gnplace: error: need lr > 0, got -1.0",
+                                          "gnplace: error: learner: need lr > 0, got -1.0",  # (the section unnamed before)
                                           result.stderr.splitlines()[2]]
     assert result.stderr.splitlines()[2].startswith("gnplace: error: pretrain config: unknown key data.colour")
 
