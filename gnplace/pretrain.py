@@ -85,7 +85,7 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path], list
 
     The third list is the family (``data.families``'s name) of each held-out file.
     """
-    from gnplace.evaluate import collect_graphs
+    from gnplace.graph_files import collect_graphs
 
     root = Path(config.data.root)
     if not root.is_absolute():  # the working directory's, else the repository's of the config file

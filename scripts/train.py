@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     from gnplace.cli.common import check_count, check_output_folder, cluster_list, note_nothing_to_resume
     from gnplace.cluster import load_cluster
-    from gnplace.evaluate import collect_graphs
     from gnplace.exceptions import InvalidArgument
+    from gnplace.graph_files import collect_graphs
     from gnplace.limits import MAX_COUNT
     from gnplace.rl.config import LearnerConfig
 

@@ -30,7 +30,6 @@ from gnplace.evaluate import (
     Row,
     Task,
     cluster_slot,
-    collect_graphs,
     evaluate,
     kept_placement,
     task_key,
@@ -38,6 +37,7 @@ from gnplace.evaluate import (
 )
 from gnplace.evaluate_summary import summarise, write_markdown
 from gnplace.exceptions import InvalidArgument
+from gnplace.graph_files import collect_graphs
 from gnplace.graph_io import refuse_link
 from gnplace.limits import MAX_BUDGET
 from gnplace.placers.registry import PLACERS

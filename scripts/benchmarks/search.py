@@ -30,7 +30,8 @@ from .common import (
 
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
-    from gnplace.evaluate import Task, cluster_slot, collect_graphs, evaluate, task_key
+    from gnplace.evaluate import Task, cluster_slot, evaluate, task_key
+    from gnplace.graph_files import collect_graphs
     from gnplace.placers import make_placer
 
     check_output_folder(args.out)

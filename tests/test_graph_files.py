@@ -1,0 +1,100 @@
+"""Which graph files a list of paths names (:mod:`gnplace.graph_files`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gnplace.exceptions import GnplaceError
+from gnplace.graph_files import collect_graphs
+from gnplace.graph_io import load_graph, save_graph
+from gnplace.toy import mlp_training_graph
+
+
+@pytest.fixture()
+def graphs(tmp_path):
+    folder = tmp_path / "graphs"
+    for layers in (2, 3):
+        save_graph(mlp_training_graph(layers=layers, width=512, batch=128, branches=2), folder / f"mlp{layers}.gnpg")
+    return folder
+
+
+def test_collect_graphs(graphs, tmp_path):
+    assert [p.name for p in collect_graphs([str(graphs)])] == ["mlp2.gnpg", "mlp3.gnpg"]
+    assert len(collect_graphs([str(graphs / "mlp2.gnpg")])) == 1
+    with pytest.raises(GnplaceError, match=r"no such graph file or folder$"):
+        collect_graphs([str(tmp_path / "missing")])
+    with pytest.raises(GnplaceError, match=r"^pkg.models:net: no such graph file or folder \(a module:factory "
+                                           r"reference: evaluate reads graph files and folders; save .*save_graph"):
+        collect_graphs(["pkg.models:net"])  # said only "no such graph file or folder", where an ONNX file is helped
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GnplaceError, match="no graphs"):
+        collect_graphs([str(tmp_path / "empty")])
+    with pytest.raises(GnplaceError, match=r"no manifest\.json, so no 'test' split to choose \(--split all takes"):
+        collect_graphs([str(graphs)], split="test")  # a folder of bare graph files has no split to choose from
+
+
+def test_a_folder_of_json_graphs_says_that_a_folders_graphs_are_its_gnpg_files(graphs, tmp_path):
+    """``gnplace import -o m.json`` writes plain JSON graphs; a folder of them said "no graphs", naming none of them."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("a", "b"):
+        save_graph(load_graph(graphs / "mlp2.gnpg"), folder / f"{name}.json")
+    with pytest.raises(GnplaceError, match=r"mine: no graphs \(split 'all'\): a folder's graphs are its \*\.gnpg files, "
+                                           r"and its 2 \.json files are read only where named one by one \(or saved "
+                                           r"as \.gnpg\)$"):
+        collect_graphs([str(folder)])
+    assert len(collect_graphs([str(folder / "a.json"), str(folder / "b.json")])) == 2
+
+
+def test_json_graphs_beside_gnpg_files_in_a_folder_are_warned_of_and_other_json_files_are_not(graphs, tmp_path):
+    """A folder's *.gnpg files were read and its plain-JSON graphs (gnplace import -o m.json) skipped without a word."""
+    import warnings
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    save_graph(load_graph(graphs / "mlp2.gnpg"), folder / "a.gnpg")
+    (folder / "placement.json").write_text('{"devices": [0, 1]}')  # another kind of JSON file: no graph
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert collect_graphs([str(folder)]) == [folder / "a.gnpg"]
+    save_graph(load_graph(graphs / "mlp2.gnpg"), folder / "b.json")
+    with pytest.warns(UserWarning, match=r"mine: 1 plain-JSON graph file left out \(b\.json\): a folder's graphs are "
+                                         r"its \*\.gnpg files; name them one by one, or save them as \.gnpg$"):
+        assert collect_graphs([str(folder)]) == [folder / "a.gnpg"]
+
+
+def test_collect_graphs_takes_one_path_as_one_and_refuses_what_is_no_path(graphs):
+    """A str was iterated character by character ("g: no such graph file or folder"); None was a TypeError."""
+    assert collect_graphs(str(graphs)) == collect_graphs([str(graphs)])
+    assert collect_graphs(graphs / "mlp2.gnpg") == [graphs / "mlp2.gnpg"]
+    assert collect_graphs(p for p in [graphs / "mlp2.gnpg"]) == [graphs / "mlp2.gnpg"]  # any iterable of paths
+    for bad in (None, 3, [None]):
+        with pytest.raises(GnplaceError, match=r"^graphs are given by paths \(a str or os.PathLike, or a list of them\)"):
+            collect_graphs(bad)
+
+
+def test_a_folder_or_device_given_as_a_graph_file_is_named_as_what_it_is(graphs, tmp_path):
+    """A folder ``x.gnpg`` the glob matched, or ``/dev/null``, was reported as "no such graph file" at run time."""
+    from gnplace.exceptions import InvalidGraph
+
+    (graphs / "x.gnpg").mkdir()
+    with pytest.raises(InvalidGraph, match=rf"^{graphs / 'x.gnpg'}: is a folder, not a graph file \(matched by "
+                                           rf"{graphs / '[*]'}\.gnpg\)$"):
+        collect_graphs([str(graphs)])
+    with pytest.raises(InvalidGraph, match=r"x\.gnpg: is a folder holding no graphs, not a graph file$"):
+        collect_graphs([str(graphs / "x.gnpg")])
+    with pytest.raises(InvalidGraph, match=r"^/dev/null: not a regular file \(a device, pipe or socket\), so not a "
+                                           r"graph file$"):
+        collect_graphs(["/dev/null"])
+    (graphs / "x.gnpg").rmdir()
+    manifest = {"format": "gnplace-dataset", "graphs": [{"file": "mlp2.gnpg"}, {"file": "gone.gnpg"}]}
+    (graphs / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(GnplaceError, match=r"gone\.gnpg: no such graph file \(listed by .*manifest\.json\)$"):
+        collect_graphs([str(graphs)])
+
+
+def test_an_empty_graph_path_is_refused():
+    with pytest.raises(GnplaceError, match="an empty graph path"):  # Path("") was the current folder
+        collect_graphs([""])
