@@ -18,6 +18,7 @@ The max of the two is "the bound".
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +64,7 @@ def _check_times(graph: OpGraph, times: np.ndarray, num_devices: int | None = No
     """
     from gnplace.exceptions import InvalidArgument
 
-    arr, num_ops = np.asarray(times, dtype=np.float64), graph.num_ops
+    arr, num_ops = _float_times(times), graph.num_ops
     devices = "num_devices" if num_devices is None else str(num_devices)
     if arr.ndim != 2 or arr.shape[0] != num_ops or (num_devices is not None and arr.shape[1] != num_devices) \
             or (num_ops and arr.shape[1] == 0):
@@ -76,6 +77,20 @@ def _check_times(graph: OpGraph, times: np.ndarray, num_devices: int | None = No
         raise InvalidArgument(f"op times must be finite seconds >= 0, got {arr[op].tolist()} for op "
                               f"{graph.node_names[op]!r}")
     return arr
+
+
+def _float_times(times: object) -> np.ndarray:
+    """``times`` as a float64 array of seconds, or :class:`InvalidArgument` where it holds no numbers.
+
+    Text (``"x"``) and a ragged list of rows were numpy's ValueError, where the bounds promise InvalidArgument.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    try:
+        return np.asarray(times, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"op times must be a [num_ops, num_devices] array of seconds, "
+                              f"got {reprlib.repr(times)}") from None
 
 
 def critical_path(graph: OpGraph, times: np.ndarray) -> float:
@@ -206,7 +221,7 @@ def work_bound(times: np.ndarray, *, iterations: int = 200) -> float:
     """
     from gnplace.exceptions import InvalidArgument
 
-    times = np.asarray(times, dtype=np.float64)
+    times = _float_times(times)
     if times.ndim != 2:
         raise InvalidArgument(f"op times must have shape [num_ops, num_devices], got {list(times.shape)}")
     if times.size and not ((times >= 0) & (times < np.inf)).all():  # a NaN, a negative or an infinite time

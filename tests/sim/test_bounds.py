@@ -183,6 +183,20 @@ def test_work_bound_refuses_times_that_are_not_finite_seconds(times):
         work_bound(times)
 
 
+@pytest.mark.parametrize("times", ["x", [[1.0, 2.0], [3.0]], [[1.0, "a"]]])
+def test_bounds_refuse_times_that_hold_no_numbers(times):
+    """Text or ragged rows were numpy's ValueError , where InvalidArgument is promised."""
+    from gnplace.exceptions import InvalidArgument
+
+    g = OpGraph(["a", "b"], [(0, 1)])
+    with pytest.raises(InvalidArgument, match=r"^op times must be a \[num_ops, num_devices\] array of seconds, got "):
+        lower_bound(g, load_cluster("k80x2"), times=times)
+    with pytest.raises(InvalidArgument, match="^op times must be a "):
+        critical_path(g, times)
+    with pytest.raises(InvalidArgument, match="^op times must be a "):
+        work_bound(times)
+
+
 def test_lower_bound_refuses_what_is_no_graph_or_cluster():
     """``lower_bound(g, "k80x2")`` (the README's Quick Start, a preset's name for the cluster) was an AttributeError."""
     from gnplace.exceptions import InvalidArgument
