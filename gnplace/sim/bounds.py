@@ -311,6 +311,10 @@ def memory_shortfall(graph: OpGraph, cluster: Cluster) -> str | None:
     Returns:
         str | None: a one-line reason naming what does not fit, or None.
 
+    Raises:
+        InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster` (a preset's name
+            was an AttributeError, here and in :func:`require_memory` and :func:`never_fits`).
+
     Examples:
         >>> from gnplace.toy import chain_graph
         >>> from gnplace.cluster import load_cluster
@@ -319,6 +323,7 @@ def memory_shortfall(graph: OpGraph, cluster: Cluster) -> str | None:
     """
     from gnplace.units import format_bytes
 
+    check_graph_and_cluster(graph, cluster)
     total, capacity = float(graph.total_param_bytes), float(np.sum(cluster.memory))
     if total > capacity:
         return (f"its parameters and optimizer state need {format_bytes(total)}, and the {cluster.num_devices} "
@@ -342,6 +347,7 @@ def require_memory(graph: OpGraph, cluster: Cluster) -> None:
 
     Raises:
         InfeasiblePlacement: saying what does not fit (:func:`memory_shortfall`).
+        InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`.
     """
     from gnplace.exceptions import InfeasiblePlacement
 

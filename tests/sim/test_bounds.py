@@ -197,6 +197,19 @@ def test_bounds_refuse_times_that_hold_no_numbers(times):
         work_bound(times)
 
 
+def test_memory_bounds_refuse_what_is_no_graph_or_cluster():
+    """``memory_shortfall``, ``require_memory`` and ``never_fits`` given a preset's name were AttributeErrors."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.sim.bounds import memory_shortfall, never_fits, require_memory
+
+    g, c = layered_graph(10, seed=0), load_cluster("k80x2")
+    for check in (memory_shortfall, require_memory, never_fits):
+        with pytest.raises(InvalidArgument, match="cluster must be a Cluster"):
+            check(g, "k80x2")
+        with pytest.raises(InvalidArgument, match="graph must be an OpGraph"):
+            check("g.gnpg", c)
+
+
 def test_lower_bound_refuses_what_is_no_graph_or_cluster():
     """``lower_bound(g, "k80x2")`` (the README's Quick Start, a preset's name for the cluster) was an AttributeError."""
     from gnplace.exceptions import InvalidArgument
