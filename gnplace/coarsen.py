@@ -413,7 +413,7 @@ def coarsen(
         >>> c.graph.num_groups, int(c.node_of_op.max()) + 1 == c.graph.num_ops
         (20, True)
     """
-    _check_inputs(graph, cluster, seed)
+    _check_inputs(graph, cluster, seed, modules, cost_model)
     _check_count("num_groups", num_groups)
     times = cost_model.op_time_columns(graph, cluster)
     unit_seconds = _unit_seconds(graph, times[0])
@@ -446,7 +446,7 @@ def coarsen_within(
         >>> coarsen_within(layered_graph(3000, seed=0), 500, load_cluster("k80x4")).graph.num_ops <= 500
         True
     """
-    _check_inputs(graph, cluster, seed)
+    _check_inputs(graph, cluster, seed, modules, cost_model)
     _check_count("max_nodes", max_nodes)
     times = cost_model.op_time_columns(graph, cluster)
     unit_seconds = _unit_seconds(graph, times[0])
@@ -467,15 +467,22 @@ def _unit_seconds(graph: OpGraph, columns: np.ndarray) -> np.ndarray:
     return np.bincount(graph.group, weights=columns.min(axis=1), minlength=graph.num_groups)
 
 
-def _check_inputs(graph: object, cluster: object, seed: object) -> None:
-    """Refuse what is no graph or cluster (a preset's name), and a METIS seed that is no whole number >= 0.
+def _check_inputs(graph: object, cluster: object, seed: object, modules: object, cost_model: object) -> None:
+    """Refuse what is no graph or cluster, a METIS seed that is no whole number >= 0, and options of another type.
 
-    They were an AttributeError, and pymetis's "METIS options accept only integer values" (a seed of
-    ``"a"`` or a numpy Generator), while ``seed=-1`` passed where every placer refuses it.
+    ``modules`` must be a bool and ``cost_model`` a :class:`CostModel`. They were an AttributeError, and
+    pymetis's "METIS options accept only integer values" (a seed of ``"a"`` or a numpy Generator), while
+    ``seed=-1`` passed where every placer refuses it; ``modules="no"`` merged module subtrees, and
+    ``cost_model="placeto"`` was an AttributeError.
     """
     check_graph_and_cluster(graph, cluster)
     if not is_whole(seed) or seed < 0:
         raise InvalidArgument(f"coarsening: seed must be a whole number >= 0 (METIS's seed), got {seed!r}")
+    if not isinstance(modules, bool | np.bool_):
+        raise InvalidArgument(f"coarsening: modules must be true or false, got {modules!r}")
+    if not isinstance(cost_model, CostModel):
+        raise InvalidArgument(f"coarsening: cost_model must be a CostModel (DEFAULT_COSTS, PLACETO_COSTS or a "
+                              f"timer's cost_model), got {cost_model!r}")
 
 
 def _check_count(name: str, value: object) -> None:

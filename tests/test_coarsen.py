@@ -405,6 +405,20 @@ def test_coarsening_refuses_what_is_no_graph_cluster_seed_or_placement():
         coarse.expand([0] * coarse.graph.num_ops)
 
 
+def test_coarsening_refuses_a_modules_flag_or_cost_model_of_another_type():
+    """``modules="no"`` merged module subtrees as ``True`` does; ``cost_model="placeto"`` was an AttributeError."""
+    from gnplace.exceptions import InvalidArgument
+
+    graph, cluster = layered_graph(40, seed=0), load_cluster("k80x4")
+    for call in (coarsen, coarsen_within):
+        for modules in ("no", 0, None):
+            with pytest.raises(InvalidArgument, match=r"^coarsening: modules must be true or false, got "):
+                call(graph, 4, cluster, modules=modules)
+        with pytest.raises(InvalidArgument, match=r"^coarsening: cost_model must be a CostModel .*got 'placeto'$"):
+            call(graph, 4, cluster, cost_model="placeto")
+    assert coarsen(graph, 4, cluster, modules=np.bool_(False)) == coarsen(graph, 4, cluster)
+
+
 def test_a_pymetis_without_the_api_used_is_refused_in_one_line(monkeypatch):
     """pymetis < 2025.2 (the floor was 2023.1) has no CSRAdjacency: coarsening was an AttributeError."""
     import pymetis
