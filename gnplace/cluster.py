@@ -18,8 +18,8 @@ A cluster of one device may leave ``links`` out: it has no pair to link.
 Device fields (SI units, or strings with units): ``peak_flops`` (FLOP/s), ``mem_bandwidth``
 (bytes/s), ``memory`` (bytes), ``flops_efficiency`` and ``mem_efficiency`` (Paleo's "platform
 percent of peak", 0 to 1), ``launch_overhead`` (seconds added to every op), ``message_cpu`` (seconds
-of compute each message sent or received costs while the other end computes; 0 but for measured
-CPU ranks, see :mod:`gnplace.sim._kernel`). Link bandwidths are
+of compute each message sent or received costs while the other end computes, in the simulator's default
+mode; 0 but for measured CPU ranks, see :mod:`gnplace.sim._kernel`). Link bandwidths are
 effective bytes/s (nominal rate times Paleo's PPP_comm); latencies are seconds per transfer.
 
 A kind names one device model: measured op seconds and coarse graphs keep op times per kind, so
@@ -70,7 +70,8 @@ class Device:
         mem_efficiency (float): fraction of ``mem_bandwidth`` reached (default: 0.7).
         launch_overhead (float): seconds added to every op on this device (default: 5e-6).
         message_cpu (float): seconds of this device's compute that each transfer it sends or receives
-            takes while the other end computes (default: 0). ``gnplace profile`` measures it for CPU
+            takes while the other end computes (default: 0), in the simulator's default mode (its
+            ``"placeto"`` mode, Placeto's simulator, charges none). ``gnplace profile`` measures it for CPU
             ranks whose communication threads share the cores with their compute.
 
     A :class:`Cluster` checks its devices against the limits a cluster file is held to

@@ -174,6 +174,23 @@ def test_placeto_gap_only_after_nonzero_ops():
 
 
 # ------------------------------------------------------------------------------- API
+def test_message_cpu_is_charged_to_the_next_op_in_the_default_mode_alone():
+    """a (d0) ends while c computes on d1: d0's next op, e, pays 0.25 s; a's copy reaches d1 while e computes on
+    d0: d1's next op, b, pays 0.25 s. Placeto's mode charges none (the README's cost model, a device's docstring)."""
+    import dataclasses
+
+    base = unit_cluster()
+    devices = [dataclasses.replace(dev, message_cpu=0.25) for dev in base.devices]
+    cluster = Cluster(devices, base.bandwidth, base.latency, name="msg")
+    g = timed_graph(["a", "b", "c", "e"], [(0, 1), (0, 3)], [1.0, 1.0, 2.0, 1.0], [0, 0, 0, 0])
+    r = simulate(g, cluster, [0, 1, 1, 0], timeline=True)
+    assert r.timeline.op_end.tolist() == [1.0, 3.25, 2.0, 2.25]
+    assert r.step_time == 3.25 and r.busy_time.tolist() == [2.25, 3.25]
+    p = simulate(g, cluster, [0, 1, 1, 0], mode="placeto")
+    assert p.step_time == pytest.approx(3.0 + PLACETO_OP_GAP) and p.busy_time.tolist() == [2.0, 3.0]
+    assert simulate(g, base, [0, 1, 1, 0]).step_time == 3.0  # none set: none charged
+
+
 def test_invalid_placements_are_rejected():
     g = timed_graph(["a", "b"], [(0, 1)], [1, 1], [1, 1])
     c = unit_cluster()
