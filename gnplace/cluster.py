@@ -153,6 +153,8 @@ def _fraction(value: Any) -> float:
         return float(value)
     except OverflowError:  # an int of 310 digits
         raise ValueError(f"must be a number in (0, 1], got one of {len(str(abs(value)))} digits") from None
+    except (TypeError, ValueError):  # null, 'half': float()'s words ("could not convert string to float")
+        raise ValueError(f"must be a number in (0, 1] such as 0.5, got {value!r}") from None
 
 
 _DEVICE_PARSERS: dict[str, Callable[[Any], float]] = {
