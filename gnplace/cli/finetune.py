@@ -197,9 +197,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
     """
     from gnplace.units import format_seconds
 
+    count, annealed = summary["evaluations"], summary["polish_evaluations"]
+    of_them = f" ({annealed} of them annealing from the search's best)" if annealed else ""  # ("1 evaluations (0 of")
     print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
-          f"{summary['evaluations']} evaluations ({summary['polish_evaluations']} of them annealing from the "
-          f"search's best) in {format_seconds(summary['seconds'])}")
+          f"{count} evaluation{'s' if count != 1 else ''}{of_them} in {format_seconds(summary['seconds'])}")
     print(f"  fine-tuned   {format_seconds(summary['step_time_s']):>12}{'  (OOM)' if summary['oom'] else ''}")
     rounds = len(summary["final_rounds_s"]["search"])
     afresh = "afresh" if rounds == 1 else f"afresh (median of {rounds} rounds)"

@@ -544,6 +544,8 @@ def test_the_summary_prints_the_runs_seconds_in_the_unit_that_fits(capsys):
     assert first.endswith("(7 of them annealing from the search's best) in 40.000 ms"), first
     _print_summary({**summary, "seconds": 3600.0})
     assert capsys.readouterr().out.splitlines()[0].endswith(" in 3600.000 s")
+    _print_summary({**summary, "evaluations": 1, "polish_evaluations": 0})  # "1 evaluations (0 of them annealing"
+    assert capsys.readouterr().out.splitlines()[0].endswith("timer sim, 1 evaluation in 40.000 ms")
 
 
 @pytest.mark.heavy
