@@ -31,6 +31,7 @@ import numbers
 import os
 import re
 import reprlib
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import PHASES, OpGraph, check_graph
-from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, as_float, as_path, gunzip, parse_json, read_file
+from gnplace.limits import MAX_COUNT, MAX_DEPTH, MAX_EDGES, MAX_NODES, as_float, as_path, gunzip, parse_json, read_file
 from gnplace.opkinds import canonical_kind
 
 __all__ = [
@@ -224,6 +225,9 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
 
     Raises:
         InvalidArgument: if ``graph`` is no graph or ``path`` no ``str`` or ``os.PathLike`` (None).
+        InvalidGraph: if the graph's ``meta`` cannot be written as JSON that :func:`load_graph` reads back as it
+            is (a numpy number, NaN, a key that is not a string, nesting past the file's depth limit); nothing
+            is written then.
     """
     return write_atomically(path, graph_file_bytes(graph, path))
 
@@ -232,7 +236,7 @@ def graph_file_bytes(graph: OpGraph, path: str | os.PathLike[str]) -> bytes:
     """The bytes :func:`save_graph` writes to ``path`` (for a command that writes it with other files, all or none).
 
     Raises:
-        InvalidArgument: as :func:`save_graph`.
+        InvalidArgument, InvalidGraph: as :func:`save_graph`.
     """
     check_graph(graph)  # (path, graph) the wrong way round was pathlib's TypeError
     path = as_path(path, "graph file")  # None too
@@ -245,30 +249,51 @@ def graph_file_bytes(graph: OpGraph, path: str | os.PathLike[str]) -> bytes:
 
 
 def _check_meta(meta: Any, name: str) -> None:
-    """Refuse a ``meta`` that JSON cannot hold as it is, before anything is written.
+    """Refuse a ``meta`` that JSON cannot hold as it is, or that :func:`load_graph` would refuse, before any write.
 
     That is a key that is not a string (written as one, so read back changed), a value of no JSON type (a numpy
-    integer), NaN or an infinity.
+    integer), NaN or an infinity, an integer of more digits than Python converts to text (10**5000: json's
+    ValueError), or lists and mappings nested deeper than a graph file may be (:data:`~gnplace.limits.MAX_DEPTH`
+    levels, the file's own object the first: the file was written, and ``load_graph`` refused it).
 
     Raises:
         InvalidGraph: naming the graph and the first such key or value.
     """
-    stack: list[tuple[str, Any]] = [("meta", meta)]
+    stack: list[tuple[str, Any, int]] = [("meta", meta, 2)]  # (meta is the second level of the file)
     while stack:
-        where, value = stack.pop()
+        where, value, depth = stack.pop()
+        if isinstance(value, dict | list | tuple) and depth > MAX_DEPTH:
+            raise InvalidGraph(f"graph {name!r} cannot be saved: {where} is nested deeper than a graph file may be "
+                               f"({MAX_DEPTH} levels, meta itself the second; load_graph would refuse the file)")
         if isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise InvalidGraph(f"graph {name!r} cannot be saved: {where} has key {key!r}, which is not a "
                                        "string (JSON would read it back as one)")
-                stack.append((f"{where}[{key!r}]", item))
+                stack.append((f"{where}[{key!r}]", item, depth + 1))
         elif isinstance(value, list | tuple):
-            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+            stack.extend((f"{where}[{i}]", item, depth + 1) for i, item in enumerate(value))
         elif value is not None and not isinstance(value, str | int | float):  # bool is an int
             raise InvalidGraph(f"graph {name!r} cannot be saved: {where} is {value!r} of type {type(value).__name__}, "
                                "not a JSON value (str, int, float, bool, None, list or mapping)")
         elif isinstance(value, float) and not math.isfinite(value):
             raise InvalidGraph(f"graph {name!r} cannot be saved: {where} is {value!r}, which JSON does not allow")
+        elif isinstance(value, int) and value.bit_length() > _INT_TEXT_BITS and not _int_as_text(value):
+            raise InvalidGraph(f"graph {name!r} cannot be saved: {where} is an integer of more than "
+                               f"{sys.get_int_max_str_digits()} digits, which Python's JSON cannot write or read")
+
+
+#: Bits of an integer below which it converts to text whatever Python's digit limit (at least 640 digits).
+_INT_TEXT_BITS = 2000
+
+
+def _int_as_text(value: int) -> bool:
+    """Whether ``value`` converts to text under Python's limit of digits (``sys.set_int_max_str_digits``)."""
+    try:
+        str(value)
+    except ValueError:
+        return False
+    return True
 
 
 def check_writable(path: str | os.PathLike[str], what: str = "output file", suffixes: Sequence[str] = ()) -> None:

@@ -853,3 +853,25 @@ def test_an_output_without_a_file_type_is_said_to_have_none(tmp_path):
         check_writable(str(tmp_path / "t"), "--timeline", suffixes=(".png", ".svg"))
     with pytest.raises(InvalidArgument, match=r"unsupported file type '\.txt'"):
         check_writable(str(tmp_path / "t.txt"), "--timeline", suffixes=(".png", ".svg"))
+
+
+def _nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_a_meta_load_graph_would_refuse_is_refused_when_saved(tmp_path):
+    # meta is the file's second level: a list under it of 62 levels is the deepest a file holds (MAX_DEPTH, 64)
+    path = tmp_path / "g.gnpg"
+    deepest = OpGraph(["x"], meta={"x": _nested(62)}, name="g")
+    assert load_graph(save_graph(deepest, path)) == deepest
+    with pytest.raises(InvalidGraph, match=r"^graph 'g' cannot be saved: meta\['x'\](\[0\])+ is nested deeper than a "
+                                           r"graph file may be \(64 levels"):
+        save_graph(OpGraph(["x"], meta={"x": _nested(63)}, name="g"), path)  # was written, and load_graph refused it
+    with pytest.raises(InvalidGraph, match=r"^graph 'g' cannot be saved: meta\['n'\] is an integer of more than "):
+        save_graph(OpGraph(["x"], meta={"n": 10**5000}, name="g"), path)  # was json's ValueError
+    assert load_graph(path) == deepest
+    big = OpGraph(["x"], meta={"n": 10**4000, "m": -(2**3000)})  # within the digits Python writes and reads
+    assert load_graph(save_graph(big, tmp_path / "big.gnpg")) == big
