@@ -649,10 +649,27 @@ def _edge_order(edges: list[tuple[Any, Any, dict[str, Any]]]) -> list[tuple[Any,
 
 
 def _groups(data: list[dict[str, Any]]) -> list[Any]:
-    """The ``group`` of each node, a group of its own (an id no node gives) where a node gives none."""
-    given = [as_float(attrs["group"]) for attrs in data if "group" in attrs]  # (10**400: None, not OverflowError)
-    ids = [g for g in given if g is not None and math.isfinite(g)]
-    fresh = math.floor(max(ids)) + 1 if ids else 0  # a node's index could be another node's group
+    """The ``group`` of each node, a group of its own (an id no node gives) where a node gives none.
+
+    Whole-number ids are compared as they are: through a float, a node's 2**53 + 1 was read as 2**53, and the
+    node without a group got 2**53 + 1, the other's group. The fresh ids lie above every id given, or below
+    them where above would pass :data:`~gnplace.limits.MAX_COUNT` (a node's group 2**62 refused the graph).
+    """
+    ids: list[int] = []
+    for attrs in data:
+        if "group" not in attrs:
+            continue
+        given = attrs["group"]
+        if isinstance(given, numbers.Integral) and not isinstance(given, bool):
+            ids.append(int(given))
+            continue
+        value = as_float(given)  # (10**400: None, not OverflowError)
+        if value is not None and math.isfinite(value):
+            ids.append(math.floor(value))  # (1.5 is refused later; no fresh id may meet it before)
+    missing = sum("group" not in attrs for attrs in data)
+    fresh = max(ids) + 1 if ids else 0  # a node's index could be another node's group
+    if ids and fresh + missing - 1 > MAX_COUNT:
+        fresh = min(ids) - missing
     groups: list[Any] = []
     for attrs in data:
         if "group" in attrs:

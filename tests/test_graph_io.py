@@ -468,6 +468,15 @@ def test_from_networkx_gives_a_node_without_a_group_a_group_of_its_own():
     assert from_networkx(nx.DiGraph([("a", "b"), ("b", "c")])).group.tolist() == [0, 1, 2]
 
 
+def test_from_networkx_gives_fresh_groups_by_exact_ids_within_the_limit():
+    G = nx.DiGraph([("a", "b")])
+    G.nodes["a"]["group"] = 2**53 + 1  # read as the float 2**53, so b's fresh group was 2**53 + 1: a's
+    assert from_networkx(G).group.tolist() == [0, 1]
+    G.nodes["a"]["group"] = np.int64(2**62)  # the largest group a graph holds: b's 2**62 + 1 was refused
+    G.add_edge("b", "c")
+    assert from_networkx(G).group.tolist() == [0, 1, 2]
+
+
 def test_networkx_round_trip_is_equal_for_sorted_edges():
     g = mlp_training_graph(layers=2, width=8, batch=4)
     order = np.lexsort((g.edge_dst, g.edge_src))
