@@ -215,7 +215,8 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     """Write ``graph`` to ``path`` atomically: ``.json`` as plain JSON, any other name (``.gnpg``) as gzip JSON.
 
     :func:`load_graph` tells the two apart by the file's bytes, not its name. (``gnplace import -o`` takes only
-    ``.gnpg``, ``.json.gz`` and ``.json``: a command's output named otherwise is refused.)
+    ``.gnpg``, ``.json.gz`` and ``.json``: a command's output named otherwise is refused.) A ``.onnx`` name is
+    refused: :func:`load_graph` reads it as an ONNX model.
 
     The file is first written beside its target and then renamed, so an interrupted save never
     leaves a truncated graph where a good one was.
@@ -224,7 +225,7 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
         Path: the path written.
 
     Raises:
-        InvalidArgument: if ``graph`` is no graph or ``path`` no ``str`` or ``os.PathLike`` (None).
+        InvalidArgument: if ``graph`` is no graph, or ``path`` no ``str`` or ``os.PathLike`` (None) or a ``.onnx`` name.
         InvalidGraph: if the graph's ``meta`` cannot be written as JSON that :func:`load_graph` reads back as it
             is (a numpy number, NaN, a key that is not a string, nesting past the file's depth limit); nothing
             is written then.
@@ -240,6 +241,9 @@ def graph_file_bytes(graph: OpGraph, path: str | os.PathLike[str]) -> bytes:
     """
     check_graph(graph)  # (path, graph) the wrong way round was pathlib's TypeError
     path = as_path(path, "graph file")  # None too
+    if path.suffix.lower() == ".onnx":  # written, and load_graph refused it by its name as an ONNX model
+        raise InvalidArgument(f"graph file {path}: a .onnx name is read as an ONNX model, not a gnplace graph; "
+                              "name it .gnpg, .json.gz or .json")
     _check_meta(graph.meta, graph.name)
     text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
     payload = text.encode("utf-8")

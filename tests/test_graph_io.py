@@ -15,7 +15,7 @@ import pytest
 from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
 from gnplace.graph_io import from_networkx, graph_from_dict, graph_to_dict, load_graph, save_graph, to_networkx
-from gnplace.toy import layered_graph, mlp_training_graph
+from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
 
@@ -884,3 +884,9 @@ def test_a_meta_load_graph_would_refuse_is_refused_when_saved(tmp_path):
     assert load_graph(path) == deepest
     big = OpGraph(["x"], meta={"n": 10**4000, "m": -(2**3000)})  # within the digits Python writes and reads
     assert load_graph(save_graph(big, tmp_path / "big.gnpg")) == big
+
+
+def test_a_graph_is_not_saved_under_a_name_load_graph_reads_as_an_onnx_model(tmp_path):
+    with pytest.raises(InvalidArgument, match=r"^graph file .*g\.ONNX: a \.onnx name is read as an ONNX model"):
+        save_graph(chain_graph(2), tmp_path / "g.ONNX")  # was written, and load_graph refused the file
+    assert not list(tmp_path.iterdir())
