@@ -1,23 +1,26 @@
 """Helpers shared by the family samplers: checking knobs, drawing sizes.
 
 Every sampler draws its architecture from a ``numpy.random.Generator`` first and then builds the
-module (and its example inputs) inside :func:`gnplace.seed.seeded_torch` ``(rng)``: torch's global
+module (and its example inputs) inside :func:`seeded_float32` ``(rng)``: torch's global
 generator seeded from one draw of the same ``rng`` and restored afterwards, so that one ``rng``
-state gives one module, weights included, and the caller's torch random state is left untouched.
+state gives one module, weights included, and the caller's torch random state is left untouched;
+and torch's default dtype float32 meanwhile, whatever the caller set it to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument, UnknownName
 from gnplace.limits import is_number, is_whole
+from gnplace.seed import SeedLike, seeded_torch
 
 __all__ = ["check_int", "check_probability", "check_bool", "check_choice", "log_uniform_int", "SizeEstimate",
-           "check_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES"]
+           "check_size", "seeded_float32", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES"]
 
 # Caps of what the knobs build together. Each knob has its own cap, but a graph grows with their product (cifar10's
 # layers x blocks, ptb's steps x nodes, nmt's layers x steps; parameters with hidden^2 x nodes or layers): every knob
@@ -205,3 +208,35 @@ def log_uniform_int(rng: np.random.Generator, low: int, high: int, multiple: int
     """
     value = float(np.exp(rng.uniform(np.log(low), np.log(high))))
     return int(min(high, max(low, multiple * round(value / multiple))))
+
+
+@contextmanager
+def seeded_float32(seed: SeedLike) -> Iterator[int]:
+    """:func:`gnplace.seed.seeded_torch` ``(seed)``, with torch's default dtype float32 while the body runs.
+
+    A sampler builds its module and inputs in the body: the documented float32 weights and images, and the same
+    graph for the same seed whatever the caller's default dtype. After ``torch.set_default_dtype(torch.float64)``
+    the modules were built in float64, and the datasets drawn with the shipped seed were other files (parameters
+    and activations of 8 bytes). The caller's default dtype is back after the body (an exception too).
+
+    Args:
+        seed (int, numpy.random.Generator or None): the seed, as for :func:`gnplace.seed.seeded_torch`.
+
+    Yields:
+        int: the torch seed used.
+
+    Examples:
+        >>> import torch
+        >>> with seeded_float32(0):
+        ...     torch.rand(1).dtype
+        torch.float32
+    """
+    import torch
+
+    with seeded_torch(seed) as value:
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float32)
+        try:
+            yield value
+        finally:
+            torch.set_default_dtype(before)

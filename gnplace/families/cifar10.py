@@ -43,8 +43,9 @@ from gnplace.families._common import (
     check_probability,
     check_size,
     log_uniform_int,
+    seeded_float32,
 )
-from gnplace.seed import SeedLike, as_generator, seeded_torch
+from gnplace.seed import SeedLike, as_generator
 
 __all__ = [
     "MICRO_OPS", "MACRO_OPS", "SPACES", "MicroArch", "MacroArch", "sample_micro_arch", "sample_macro_arch",
@@ -676,7 +677,7 @@ def sample(
     check_size("cifar10", grows_with, estimate_size(layers=layers, channels=channels, space=space,
                                                     num_blocks=num_blocks, skip_prob=skip_prob))
     arch = sample_micro_arch(rng, num_blocks) if space == "micro" else sample_macro_arch(rng, layers, skip_prob)
-    with seeded_torch(rng):  # the architecture is drawn first, then weights and inputs
+    with seeded_float32(rng):  # the architecture is drawn first, then weights and inputs
         model: MicroNet | MacroNet
         if isinstance(arch, MicroArch):
             model = MicroNet(arch, layers, channels, dropout)

@@ -44,8 +44,9 @@ from gnplace.families._common import (
     check_int,
     check_size,
     log_uniform_int,
+    seeded_float32,
 )
-from gnplace.seed import SeedLike, as_generator, seeded_torch
+from gnplace.seed import SeedLike, as_generator
 
 __all__ = ["ATTENTIONS", "NMTConfig", "LSTMCell", "Attention", "Encoder", "Decoder", "NMTModel", "num_parameters",
            "sample", "random_knobs", "estimate_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES",
@@ -441,7 +442,7 @@ def sample(
                        "vocab": config.vocab},
                estimate_size(layers=config.layers, units=config.units, src_steps=src_steps, tgt_steps=tgt_steps,
                              vocab=config.vocab, attention=attention, bidirectional=config.bidirectional))
-    with seeded_torch(generator):
+    with seeded_float32(generator):
         model = NMTModel(config)
         source = torch.randint(0, vocab, (batch, src_steps))
         target = torch.randint(0, vocab, (batch, tgt_steps + 1))

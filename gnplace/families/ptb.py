@@ -41,8 +41,9 @@ from gnplace.families._common import (
     check_int,
     check_size,
     log_uniform_int,
+    seeded_float32,
 )
-from gnplace.seed import SeedLike, as_generator, seeded_torch
+from gnplace.seed import SeedLike, as_generator
 
 __all__ = ["ACTIVATIONS", "RNNArch", "sample_arch", "Node", "ENASCell", "PTBModel", "sample", "random_knobs",
            "num_parameters", "estimate_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES",
@@ -306,7 +307,7 @@ def sample(
     check_size("ptb", {"hidden": hidden, "steps": steps, "vocab": vocab, "num_nodes": num_nodes},
                estimate_size(hidden=hidden, steps=steps, vocab=vocab, num_nodes=num_nodes))
     arch = sample_arch(rng, num_nodes)
-    with seeded_torch(rng):
+    with seeded_float32(rng):
         model = PTBModel(arch, hidden, vocab)
         sequence = torch.randint(0, vocab, (batch, steps + 1))
     return model, (sequence[:, :-1].contiguous(), sequence[:, 1:].contiguous())

@@ -36,10 +36,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from gnplace.families._common import check_choice
+from gnplace.families._common import check_choice, seeded_float32
 from gnplace.graph import OpGraph
 from gnplace.quiet import ignored_warnings, logger_at_error, stdout_discarded
-from gnplace.seed import seeded_torch, torch_generator
+from gnplace.seed import torch_generator
 
 __all__ = ["RealModel", "REAL_MODELS", "build_model", "real_graph", "export_onnx", "write_real_dataset"]
 
@@ -194,8 +194,9 @@ def _check_model(name: str) -> None:
 def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """The module of real model ``name`` (random weights, seeded) and its example inputs.
 
-    The weights are drawn under :func:`gnplace.seed.seeded_torch` ``(0)``, so every call builds the same
-    module and the caller's torch random state is left as it was.
+    The weights are drawn under :func:`gnplace.seed.seeded_torch` ``(0)``, in float32 whatever torch's default
+    dtype (:func:`gnplace.families._common.seeded_float32`), so every call builds the same module and the caller's
+    torch random state is left as it was.
 
     Args:
         name (str): a key of :data:`REAL_MODELS`.
@@ -209,7 +210,7 @@ def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[to
     _check_model(name)
     check_choice("output", output, ("loss", "logits"))
     # weights drawn from torch's generator seeded with 0; the caller's state is kept
-    with _quiet_transformers() as tf, seeded_torch(0):
+    with _quiet_transformers() as tf, seeded_float32(0):  # (float32 weights whatever the default dtype)
         module, inputs = REAL_MODELS[name]._build(tf, output)  # type: ignore[misc]
     return module.train(), inputs
 

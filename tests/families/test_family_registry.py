@@ -287,3 +287,18 @@ def test_the_loss_reads_the_labels_on_the_logits_device(name: str, knobs: dict[s
     model.to("meta")
     loss = model(*[x.to("meta") for x in inputs[:-1]], inputs[-1])
     assert loss.device.type == "meta" and loss.dim() == 0
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_sample_is_float32_and_the_same_whatever_the_default_dtype(name: str) -> None:
+    model, inputs = FAMILIES[name](5, **TINY[name])
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # a caller's: the modules were built in float64, other graphs
+    try:
+        again, again_inputs = FAMILIES[name](5, **TINY[name])
+        assert torch.get_default_dtype() == torch.float64  # the caller's, back
+    finally:
+        torch.set_default_dtype(before)
+    assert {p.dtype for p in again.parameters()} == {torch.float32}
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(inputs, again_inputs))
