@@ -219,6 +219,10 @@ def seeded_float32(seed: SeedLike) -> Iterator[int]:
     the modules were built in float64, and the datasets drawn with the shipped seed were other files (parameters
     and activations of 8 bytes). The caller's default dtype is back after the body (an exception too).
 
+    The body runs outside inference mode too: a module built under the caller's ``torch.inference_mode()`` had
+    inference tensors for parameters, which no training step can use (``generate_graph`` there was an
+    UnsupportedGraph, "Setting requires_grad=True on inference tensor").
+
     Args:
         seed (int, numpy.random.Generator or None): the seed, as for :func:`gnplace.seed.seeded_torch`.
 
@@ -233,7 +237,7 @@ def seeded_float32(seed: SeedLike) -> Iterator[int]:
     """
     import torch
 
-    with seeded_torch(seed) as value:
+    with seeded_torch(seed) as value, torch.inference_mode(False):
         before = torch.get_default_dtype()
         torch.set_default_dtype(torch.float32)
         try:

@@ -446,7 +446,8 @@ def sample(
         model = NMTModel(config)
         source = torch.randint(0, vocab, (batch, src_steps))
         target = torch.randint(0, vocab, (batch, tgt_steps + 1))
-    return model, (source, target[:, :-1].contiguous(), target[:, 1:].contiguous())
+        inputs = (source, target[:, :-1].contiguous(), target[:, 1:].contiguous())  # (no inference tensors)
+    return model, inputs
 
 
 def random_knobs(rng: SeedLike) -> dict[str, Any]:

@@ -310,7 +310,8 @@ def sample(
     with seeded_float32(rng):
         model = PTBModel(arch, hidden, vocab)
         sequence = torch.randint(0, vocab, (batch, steps + 1))
-    return model, (sequence[:, :-1].contiguous(), sequence[:, 1:].contiguous())
+        inputs = (sequence[:, :-1].contiguous(), sequence[:, 1:].contiguous())  # (in the block: no inference tensors)
+    return model, inputs
 
 
 def random_knobs(rng: SeedLike) -> dict[str, Any]:

@@ -302,3 +302,12 @@ def test_a_sample_is_float32_and_the_same_whatever_the_default_dtype(name: str) 
     assert {p.dtype for p in again.parameters()} == {torch.float32}
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(inputs, again_inputs))
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_sample_drawn_in_inference_mode_is_a_trainable_module(name: str) -> None:
+    with torch.inference_mode():
+        model, inputs = FAMILIES[name](5, **TINY[name])
+    assert not any(p.is_inference() for p in model.parameters())  # were inference tensors: no step could train them
+    assert not any(x.is_inference() for x in inputs)
+    model(*inputs).backward()
