@@ -304,7 +304,7 @@ def write_real_dataset(
     Raises:
         UnknownName: for a name not in :data:`REAL_MODELS`, or an unknown optimizer (before ``out`` is made).
         InvalidArgument: for an empty ``names`` (``None`` is all of them; ``[]`` built all five too), or one name
-            given as a string instead of a list of them.
+            given as a string instead of a list of them; or an ``out`` that is no ``str`` or ``os.PathLike`` (None).
     """
     from gnplace.datasets import graph_summary, write_manifest
     from gnplace.graph_io import save_graph
@@ -321,7 +321,9 @@ def write_real_dataset(
         _check_model(name)
     names = list(dict.fromkeys(names))  # a name given twice is built once (it was built and listed twice)
     _check_optimizer(optimizer)  # it was refused by the importer, after ``out`` was made and a model built
-    out = Path(out)
+    from gnplace.limits import as_path
+
+    out = as_path(out, "dataset folder")  # None was pathlib's TypeError
     out.mkdir(parents=True, exist_ok=True)
     entries = []
     for name in names:

@@ -143,6 +143,14 @@ def test_an_empty_list_of_models_is_refused_not_read_as_all_five(tmp_path):
     assert not (tmp_path / "real").exists()
 
 
+def test_a_dataset_folder_that_is_no_path_is_one_clear_error():
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.families.realmodels import write_real_dataset
+
+    with pytest.raises(InvalidArgument, match=r"^a dataset folder is given by its path \(str or os.PathLike\), got None"):
+        write_real_dataset(None, names=["gpt2"])  # pathlib's TypeError, as generate_dataset's was
+
+
 def test_a_model_named_twice_is_built_once(tmp_path, monkeypatch):
     """It was built twice and listed twice in the manifest (each graph counted twice by what reads it)."""
     import gnplace.families.realmodels as realmodels
