@@ -41,7 +41,20 @@ import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import PHASES, OpGraph, check_graph
-from gnplace.limits import MAX_COUNT, MAX_DEPTH, MAX_EDGES, MAX_NODES, as_float, as_path, gunzip, parse_json, read_file
+from gnplace.limits import (
+    MAX_COUNT,
+    MAX_DEPTH,
+    MAX_EDGES,
+    MAX_FILE_BYTES,
+    MAX_INFLATION,
+    MAX_NODES,
+    as_float,
+    as_path,
+    gunzip,
+    inflation_limit,
+    parse_json,
+    read_file,
+)
 from gnplace.opkinds import canonical_kind
 
 __all__ = [
@@ -227,8 +240,9 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     Raises:
         InvalidArgument: if ``graph`` is no graph, or ``path`` no ``str`` or ``os.PathLike`` (None) or a ``.onnx`` name.
         InvalidGraph: if the graph's ``meta`` cannot be written as JSON that :func:`load_graph` reads back as it
-            is (a numpy number, NaN, a key that is not a string, nesting past the file's depth limit); nothing
-            is written then.
+            is (a numpy number, NaN, a key that is not a string, nesting past the file's depth limit), or the file
+            would pass what :func:`load_graph` reads (:data:`~gnplace.limits.MAX_NODES` ops, its size, a gzip
+            file that unpacks more than :data:`~gnplace.limits.MAX_INFLATION` times); nothing is written then.
     """
     return write_atomically(path, graph_file_bytes(graph, path))
 
@@ -245,10 +259,21 @@ def graph_file_bytes(graph: OpGraph, path: str | os.PathLike[str]) -> bytes:
         raise InvalidArgument(f"graph file {path}: a .onnx name is read as an ONNX model, not a gnplace graph; "
                               "name it .gnpg, .json.gz or .json")
     _check_meta(graph.meta, graph.name)
+    for count, limit, what in ((graph.num_ops, MAX_NODES, "ops"), (graph.num_edges, MAX_EDGES, "edges")):
+        if count > limit:
+            raise InvalidGraph(f"graph {graph.name!r} cannot be saved: it has {count:,} {what}, past the {limit:,} a "
+                               "graph file may hold (load_graph would refuse the file)")
     text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    payload = text.encode("utf-8")
+    payload = text.encode("utf-8")  # (ASCII: json escapes the rest)
     if path.suffix.lower() != ".json":  # (OUT.JSON too: the names are matched without case)
         payload = gzip.compress(payload, compresslevel=9, mtime=0)
+        if len(text) > inflation_limit(len(payload)):  # load_graph refuses it as a gzip bomb
+            raise InvalidGraph(f"graph {graph.name!r} cannot be saved compressed: its {len(text):,} bytes of JSON "
+                               f"pack into {len(payload):,}, more than the {MAX_INFLATION} times load_graph unpacks "
+                               "(past 64 MiB; a meta of repeated text?); save it as .json, or shorten what repeats")
+    if len(payload) > MAX_FILE_BYTES:
+        raise InvalidGraph(f"graph {graph.name!r} cannot be saved: its file would be {len(payload):,} bytes, past the "
+                           f"{MAX_FILE_BYTES:,} load_graph reads")
     return payload
 
 

@@ -890,3 +890,18 @@ def test_a_graph_is_not_saved_under_a_name_load_graph_reads_as_an_onnx_model(tmp
     with pytest.raises(InvalidArgument, match=r"^graph file .*g\.ONNX: a \.onnx name is read as an ONNX model"):
         save_graph(chain_graph(2), tmp_path / "g.ONNX")  # was written, and load_graph refused the file
     assert not list(tmp_path.iterdir())
+
+
+def test_a_graph_file_load_graph_would_refuse_is_not_written(tmp_path, monkeypatch):
+    import gnplace.graph_io as graph_io
+
+    padded = OpGraph(["x"], meta={"pad": "a" * 70 * 2**20}, name="g")  # packs 1,000 to 1: "a gzip bomb?" on loading
+    with pytest.raises(InvalidGraph, match=r"^graph 'g' cannot be saved compressed: its [\d,]+ bytes of JSON pack into "):
+        save_graph(padded, tmp_path / "g.gnpg")
+    assert not list(tmp_path.iterdir())
+    assert load_graph(save_graph(padded, tmp_path / "g.json")) == padded  # plain JSON reads back
+    monkeypatch.setattr(graph_io, "MAX_NODES", 2)  # (20,000,000 ops: too many to build here)
+    with pytest.raises(InvalidGraph, match=r"^graph 'chain3' cannot be saved: it has 3 ops, past the 2 a graph file"):
+        save_graph(chain_graph(3), tmp_path / "c.gnpg")
+    with pytest.raises(InvalidGraph, match=r"field 'name' has 3 entries, over the limit of 2"):  # what load_graph said
+        graph_from_dict(graph_to_dict(chain_graph(3)))
