@@ -304,7 +304,8 @@ def write_real_dataset(
     Raises:
         UnknownName: for a name not in :data:`REAL_MODELS`, or an unknown optimizer (before ``out`` is made).
         InvalidArgument: for an empty ``names`` (``None`` is all of them; ``[]`` built all five too), or one name
-            given as a string instead of a list of them; or an ``out`` that is no ``str`` or ``os.PathLike`` (None).
+            given as a string instead of a list of them; an ``out`` that is no ``str`` or ``os.PathLike`` (None); or
+            an ``out`` holding another dataset (a manifest of another family; nothing there is touched).
     """
     from gnplace.datasets import graph_summary, write_manifest
     from gnplace.graph_io import save_graph
@@ -324,6 +325,14 @@ def write_real_dataset(
     from gnplace.limits import as_path
 
     out = as_path(out, "dataset folder")  # None was pathlib's TypeError
+    if (out / "manifest.json").exists():  # another dataset's manifest was replaced without a word
+        from gnplace.datasets import load_manifest
+        from gnplace.exceptions import InvalidArgument
+
+        family = load_manifest(out).get("family")
+        if family != "real":
+            raise InvalidArgument(f"{out}: holds the {family!r} dataset (its manifest.json), which the real models' "
+                                  "manifest would replace: write them into another folder")
     out.mkdir(parents=True, exist_ok=True)
     entries = []
     for name in names:

@@ -121,6 +121,23 @@ def test_writing_an_unknown_model_is_refused_before_the_folder_is_made(tmp_path)
     assert not (tmp_path / "real").exists()
 
 
+def test_a_folder_holding_another_dataset_is_refused_not_its_manifest_replaced(tmp_path):
+    """write_real_dataset into a family's folder replaced its manifest.json without a word (generate refuses)."""
+    import shutil
+
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.families.realmodels import write_real_dataset
+
+    folder = tmp_path / "ptb"
+    folder.mkdir()
+    shutil.copy("datasets/ptb/manifest.json", folder / "manifest.json")
+    before = (folder / "manifest.json").read_bytes()
+    with pytest.raises(InvalidArgument, match=r"holds the 'ptb' dataset \(its manifest\.json\).*another folder$"):
+        write_real_dataset(folder, names=["resnet50"])
+    assert (folder / "manifest.json").read_bytes() == before and sorted(p.name for p in folder.iterdir()) == [
+        "manifest.json"]
+
+
 def test_an_unknown_optimizer_is_refused_before_building_or_writing(tmp_path):
     # the importer refused it, after write_real_dataset had made the folder and built GPT-2 (and the ONNX
     # graph after exporting the model)
