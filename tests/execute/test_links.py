@@ -29,6 +29,7 @@ def _probe(rank: int, folder: str) -> None:
 
 @pytest.mark.heavy
 def test_pingpong_times_each_size_one_way_and_a_message_costs_no_negative_seconds(tmp_path):
+    """Both ranks probe at once, as profile's calibration runs them; rank 0 gets a one-way time for each size."""
     import socket
 
     with socket.socket() as free:
@@ -36,6 +37,8 @@ def test_pingpong_times_each_size_one_way_and_a_message_costs_no_negative_second
         (tmp_path / "port").write_text(str(free.getsockname()[1]))
     mp.start_processes(_probe, args=(str(tmp_path),), nprocs=2, start_method="spawn")
     measured = json.loads((tmp_path / "measured.json").read_text())
-    small, large = measured["one_way"]
-    assert 0 < small < large < 1  # seconds: a mebibyte takes longer than 8 bytes, and well under a second here
+    assert len(measured["one_way"]) == 2  # a time for each size
+    # seconds, well under one here; which size is faster is the machine's load's to say (8 bytes took 1.8 ms and a
+    # MiB 0.5 ms in a CI run beside other work), so the probe's fit takes medians over several rounds
+    assert all(0 < one_way < 1 for one_way in measured["one_way"])
     assert measured["extra"] >= 0
