@@ -52,7 +52,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.limits import check_budget, is_number, is_whole
+from gnplace.limits import check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.base import group_first_ops, group_order
@@ -164,8 +164,10 @@ class AnnealingPlacer:
         if reheat_after is not None:
             numbers["reheat_after"] = reheat_after
         for name, value in numbers.items():  # true was taken for 1, and 'zzz' said "'<=' not supported between ..."
-            if not is_number(value):
-                raise InvalidArgument(f"AnnealingPlacer needs {name} to be a number, got {value!r}")
+            # finite: NaN passed the probabilities' checks (a move never drawn), infinity made the temperatures NaN,
+            # and 10**400 was float()'s OverflowError traceback
+            if not finite_number(value):
+                raise InvalidArgument(f"AnnealingPlacer needs {name} to be a finite number, got {value!r}")
         if not 0 < final_temperature <= initial_temperature:
             raise InvalidArgument(
                 f"AnnealingPlacer needs 0 < final_temperature <= initial_temperature, got {final_temperature} "
@@ -186,9 +188,7 @@ class AnnealingPlacer:
             )
         if not is_whole(max_block) or max_block < 2:
             raise InvalidArgument(f"AnnealingPlacer needs an integer max_block >= 2, got {max_block!r}")
-        if not is_number(oom_penalty) or not (
-            0.0 <= oom_penalty < np.inf
-        ):
+        if not finite_number(oom_penalty) or not 0.0 <= oom_penalty:
             # a negative penalty would make overflowing placements the chain's lower energies
             raise InvalidArgument(f"AnnealingPlacer needs a finite oom_penalty >= 0, got {oom_penalty!r}")
         self.budget = int(budget)

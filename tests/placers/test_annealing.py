@@ -123,12 +123,22 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
         (dict(reheat_after=0.0), "reheat_after"),
         (dict(reheat_temperature=0.0), "reheat_temperature"),
         # true was taken for 1 (every other placer refuses it), and a string leaked Python's "'<=' not supported"
-        (dict(initial_temperature=True), r"^AnnealingPlacer needs initial_temperature to be a number, got True$"),
-        (dict(swap_probability=True), "swap_probability to be a number"),
-        (dict(reheat_temperature=True), "reheat_temperature to be a number"),
-        (dict(final_temperature="zzz"), r"final_temperature to be a number, got 'zzz'"),
-        (dict(reheat_after=""), "reheat_after to be a number"),
-        (dict(pull_probability=None), "pull_probability to be a number"),
+        (dict(initial_temperature=True), r"^AnnealingPlacer needs initial_temperature to be a finite number, got True$"),
+        (dict(swap_probability=True), "swap_probability to be a finite number"),
+        (dict(reheat_temperature=True), "reheat_temperature to be a finite number"),
+        (dict(final_temperature="zzz"), r"final_temperature to be a finite number, got 'zzz'"),
+        (dict(reheat_after=""), "reheat_after to be a finite number"),
+        (dict(pull_probability=None), "pull_probability to be a finite number"),
+        # NaN passed the probabilities' range checks (that move was never drawn), infinity turned the temperatures
+        # into NaN, and 10**400 (a YAML integer of -O) was float()'s OverflowError traceback
+        (dict(block_probability=float("nan")), "block_probability to be a finite number, got nan"),
+        (dict(module_probability=float("nan")), "module_probability to be a finite number"),
+        (dict(initial_temperature=float("inf")), "initial_temperature to be a finite number, got inf"),
+        (dict(reheat_temperature=float("inf")), "reheat_temperature to be a finite number"),
+        (dict(initial_temperature=10**400), "initial_temperature to be a finite number"),
+        (dict(pull_probability=10**400), "pull_probability to be a finite number"),
+        (dict(oom_penalty=10**400), "finite oom_penalty >= 0"),
+        (dict(oom_penalty=float("inf")), "finite oom_penalty >= 0"),
     ],
 )
 def test_bad_options(kwargs, message):

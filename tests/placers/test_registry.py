@@ -106,7 +106,7 @@ def test_make_placer_passes_shared_options_only_to_placers_that_accept_them():
 def test_unknown_option_is_one_clear_error():
     with pytest.raises(InvalidArgument, match="placer 'round_robin' does not take these options"):
         get_placer("round_robin", temperature=1.0)
-    with pytest.raises(InvalidArgument, match=r"^AnnealingPlacer needs initial_temperature to be a number, got 'abc'"):
+    with pytest.raises(InvalidArgument, match=r"^AnnealingPlacer needs initial_temperature to be a finite number, got 'abc'"):
         get_placer("annealing", initial_temperature="abc")
     from gnplace.placers.annealing import AnnealingPlacer
 
