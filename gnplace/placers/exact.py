@@ -58,9 +58,10 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InfeasiblePlacement, InvalidArgument, UnsupportedGraph
 from gnplace.graph import OpGraph
-from gnplace.limits import is_number, is_whole
+from gnplace.limits import finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates
+from gnplace.placers.base import check_flag
 from gnplace.placers.groups import repair_placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
@@ -244,20 +245,21 @@ class ExactPlacer:
         if not whole or not 1 <= num_workers <= 1024:
             raise InvalidArgument(f"ExactPlacer needs num_workers, solver threads, a whole number from 1 to 1024, "
                                   f"got {num_workers!r}")
-        number = is_number(time_limit)
+        number = finite_number(time_limit)  # 10**400 was float()'s OverflowError traceback; infinity no limit at all
         groups_whole = is_whole(max_groups)
         if not (number and groups_whole) or not time_limit > 0 or max_groups < 1:
             raise InvalidArgument(f"ExactPlacer needs time_limit > 0 and a whole number max_groups >= 1, got "
                                   f"{time_limit!r}, {max_groups!r}")
         if select not in ("simulator", "model"):
             raise InvalidArgument(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
-        unit_number = is_number(time_unit)
-        if time_unit is not None and not (unit_number and 0 < time_unit < math.inf):
+        unit_number = finite_number(time_unit)  # 10**400 passed, and was an OverflowError traceback when placing
+        if time_unit is not None and not (unit_number and 0 < time_unit):
             raise InvalidArgument(f"ExactPlacer: time_unit must be positive seconds or None, got {time_unit!r}")
         self.time_limit = float(time_limit)
         self.max_groups = int(max_groups)
-        self.activation_memory = bool(activation_memory)
-        self.link_contention = bool(link_contention)
+        # bool("no") was true: the flags are refused as make_placer refuses them, as the other placers do
+        self.activation_memory = check_flag("ExactPlacer", "activation_memory", activation_memory)
+        self.link_contention = check_flag("ExactPlacer", "link_contention", link_contention)
         self.select = select
         self.time_unit = time_unit
         self.num_workers = int(num_workers)

@@ -483,7 +483,12 @@ def test_delay_model_ticks():
 @pytest.mark.parametrize("kwargs", [dict(time_limit=0), dict(max_groups=0), dict(num_workers=0), dict(select="best"),
                                     dict(time_unit=-1.0), dict(num_workers=True), dict(num_workers=1e15),
                                     dict(num_workers=10**15), dict(max_groups=1.5), dict(max_groups=True),
-                                    dict(time_limit="5"), dict(time_limit=True)])
+                                    dict(time_limit="5"), dict(time_limit=True),
+                                    # 10**400 was float()'s OverflowError traceback (time_unit's when placing), NaN and
+                                    # infinity passed; "no" was bool("no"), true
+                                    dict(time_limit=10**400), dict(time_limit=float("inf")), dict(time_unit=10**400),
+                                    dict(time_unit=float("nan")), dict(activation_memory="no"),
+                                    dict(link_contention=0)])
 def test_bad_options(kwargs):
     with pytest.raises(ValueError, match="ExactPlacer"):
         ExactPlacer(**kwargs)
