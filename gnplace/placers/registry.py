@@ -64,11 +64,22 @@ if TYPE_CHECKING:  # the shipped placers' classes, for get_placer's and make_pla
     from gnplace.rl.spotlight import SpotlightPlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
-__all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer",
-           "check_placer_options", "constructor_options"]
+__all__ = ["SHARED_OPTIONS", "PlacerInfo", "UnknownPlacer", "PlacerRegistry", "PLACERS", "get_placer", "make_placer",
+           "register_placer", "check_placer_options", "constructor_options"]
 
 #: Options every placer that takes them takes under these names.
 SHARED_OPTIONS: tuple[str, ...] = ("timer", "budget", "checkpoint")
+
+
+class UnknownPlacer(UnknownName, KeyError):
+    """A name no placer is registered under, looked up as :class:`PlacerRegistry`'s key (``PLACERS[name]``).
+
+    A :class:`KeyError` as well, as a :class:`~collections.abc.Mapping`'s missing key is: ``PLACERS.get(name)``
+    raised UnknownName rather than return None, and ``except KeyError`` let it through. Its text is the message
+    alone (a KeyError's ``str`` quotes it).
+    """
+
+    __str__ = BaseException.__str__
 
 
 @dataclass(frozen=True)
@@ -173,6 +184,8 @@ class PlacerRegistry(Mapping[str, type]):
         return f"PlacerRegistry({sorted(self._entries)})"
 
     def __getitem__(self, name: str) -> type:
+        if name not in self._entries:  # a Mapping's missing key: PLACERS.get(name) and `except KeyError` rely on it
+            raise UnknownPlacer(f"unknown placer {name!r} (choose one of: {', '.join(sorted(self._entries))})")
         return self.resolve(name)
 
     def resolve(self, name: str) -> type:

@@ -26,6 +26,17 @@ def test_registry_contents():
         assert cls.name == name
 
 
+def test_a_missing_name_is_a_missing_key_of_the_mapping():
+    """PLACERS is a Mapping: PLACERS.get('nope') raised UnknownName (a ValueError) rather than return the default, and
+    ``except KeyError`` let PLACERS['nope'] through; it is a KeyError and an UnknownName, its text the message alone."""
+    assert PLACERS.get("nope") is None and PLACERS.get("nope", 5) == 5 and PLACERS.get(3) is None
+    assert PLACERS.get("single") is SinglePlacer
+    with pytest.raises(KeyError) as caught:
+        PLACERS["nope"]
+    assert isinstance(caught.value, UnknownName)
+    assert str(caught.value).startswith("unknown placer 'nope' (choose one of: ")
+
+
 def test_entries_resolve_on_first_use():
     # a fresh interpreter: importing gnplace and asking what is registered imports no placer module
     code = (
