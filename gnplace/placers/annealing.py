@@ -177,6 +177,13 @@ class AnnealingPlacer:
             raise InvalidArgument(f"AnnealingPlacer: reheat_after must be in (0, 1) or None, got {reheat_after}")
         if not reheat_temperature > 0:
             raise InvalidArgument(f"AnnealingPlacer needs reheat_temperature > 0, got {reheat_temperature}")
+        hot = {"initial_temperature": initial_temperature, "reheat_temperature": reheat_temperature}
+        for label, hottest in hot.items():
+            if float(final_temperature) / float(hottest) == 0.0:
+                # the cooling T (T_end / T)^progress: a quotient that underflows to 0 made every temperature after the
+                # first 0, a greedy chain, and a "divide by zero" RuntimeWarning from its Metropolis test
+                raise InvalidArgument(f"AnnealingPlacer: final_temperature / {label} underflows to 0 "
+                                      f"({final_temperature:g} / {hottest:g}): give temperatures closer together")
         if not 0.0 <= swap_probability <= 1.0:
             raise InvalidArgument(f"AnnealingPlacer: swap_probability must be in [0, 1], got {swap_probability}")
         moves = (block_probability, pull_probability, sibling_probability, module_probability)

@@ -139,6 +139,9 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
         (dict(pull_probability=10**400), "pull_probability to be a finite number"),
         (dict(oom_penalty=10**400), "finite oom_penalty >= 0"),
         (dict(oom_penalty=float("inf")), "finite oom_penalty >= 0"),
+        # T_end / T_0 underflowed to 0: every temperature after the first was 0 (a greedy chain, a RuntimeWarning)
+        (dict(initial_temperature=1e300, final_temperature=1e-30), "final_temperature / initial_temperature underflows"),
+        (dict(final_temperature=1e-300, reheat_temperature=1e300), "final_temperature / reheat_temperature underflows"),
     ],
 )
 def test_bad_options(kwargs, message):
