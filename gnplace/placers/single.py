@@ -23,8 +23,8 @@ class SinglePlacer:
     the out-of-memory device (a single device cannot do better; split the graph instead).
 
     Args:
-        timer (StepTimer, optional): scores the candidates, one evaluation per device
-            (default: ``Simulator()``).
+        timer (StepTimer, optional): scores the candidates, one evaluation per device; the simulator, one per
+            set of devices alike but for their names, which it times alike (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import chain_graph
