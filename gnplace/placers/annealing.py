@@ -107,7 +107,10 @@ class AnnealingPlacer:
             (default: 0.1).
         module_probability (float, optional): chance a proposal moves the groups of one subtree of the
             module hierarchy (a branch of a cell, a cell, an encoder: the groups whose first op's module path
-            starts with one prefix) to one device (default: 0.3).
+            starts with one prefix) to one device (default: 0.3). A draw of a move that has nothing to move
+            becomes another kind: a sibling move on a graph where no module runs twice a module move (a graph
+            without repeated cells moves subtrees with probability ``sibling_probability + module_probability``),
+            a block on a graph of one group a pull, any other a one- or two-group proposal.
         max_block (int, optional): most groups in a block (default: 64).
         oom_penalty (float, optional): :math:`\\rho`, energy multiplier per unit of relative memory
             overflow (default: 10.0).
