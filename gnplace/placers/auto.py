@@ -11,7 +11,7 @@ policy is at hand, and the reference of the policy's reward and of every learned
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -58,6 +58,9 @@ class AutoPlacer:
 
     def __init__(self, candidates: Sequence[str] | str = FAST_PLACERS, timer: StepTimer | None = None) -> None:
         # one name is one candidate (``-O auto.candidates=heft``), not a candidate per letter
+        if not isinstance(candidates, str | Iterable):  # null was "an option value of the wrong type ()", unnamed
+            raise InvalidArgument(f"AutoPlacer: candidates must be a placer's name or a list of names, got "
+                                  f"{candidates!r}")
         candidates = (candidates,) if isinstance(candidates, str) else tuple(candidates)
         if not candidates or "auto" in candidates:
             raise InvalidArgument(f"AutoPlacer needs candidate placers other than 'auto', got {candidates!r}")

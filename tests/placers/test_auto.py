@@ -26,6 +26,14 @@ def test_one_name_is_one_candidate():
     assert make_placer("auto", candidates="heft").candidates == ("heft",)
 
 
+@pytest.mark.parametrize("value", [None, 0, True, 0.5])
+def test_candidates_that_are_no_name_nor_list_are_refused_by_name(value):
+    # -O auto.candidates=null said "placer 'auto': an option value of the wrong type (): 'NoneType' object is not
+    # iterable", naming no option
+    with pytest.raises(InvalidArgument, match=r"^AutoPlacer: candidates must be a placer's name or a list of names"):
+        make_placer("auto", candidates=value)
+
+
 @pytest.mark.parametrize("cluster", [load_cluster("k80x4"), load_cluster("cpu_gpu"), mixed_cluster()])
 def test_is_the_minimum_of_its_candidates(cluster):
     g = layered_graph(120, width=6, seed=4).replace(group=[i // 3 for i in range(120)])
