@@ -337,6 +337,8 @@ class AnnealingPlacer:
             from gnplace.placers.registry import make_placer  # deferred: the registry names this module
 
             placer = make_placer(placer, timer=self.timer)
+            if self.progress is False and hasattr(placer, "progress"):  # --no-progress reaches a search it starts from
+                placer.progress = False
         return placer.place(graph, cluster, seed=rng).group_devices(graph)[None, :]
 
 

@@ -129,7 +129,10 @@ class RandomSearchPlacer:
         if self.start is not None:
             from gnplace.placers.registry import make_placer  # deferred: the registry names this module
 
-            start = make_placer(self.start, timer=self.timer).place(graph, cluster, seed=rng)
+            placer = make_placer(self.start, timer=self.timer)
+            if self.progress is False and hasattr(placer, "progress"):  # --no-progress reaches a search it starts from
+                placer.progress = False
+            start = placer.place(graph, cluster, seed=rng)
             first = [start.group_devices(graph)[None, :]]
         return np.vstack([*first, baseline_candidates(graph, cluster), *[b[None, :] for b in blocks]])
 

@@ -97,3 +97,20 @@ def test_starts_from_auto_and_never_ends_worse(counting_simulator, step_time):
     p = RandomSearchPlacer(budget=30, timer=counting_simulator).place(g, c, seed=0)
     assert counting_simulator.evaluations == 30 + auto_sim.evaluations  # auto's own work is not in the budget
     assert step_time(g, c, p) <= step_time(g, c, reference) + 1e-15
+
+
+def test_no_progress_reaches_the_search_it_starts_from(monkeypatch):
+    """``-O random_search.start=annealing --no-progress`` drew annealing's bar: the start kept its own default."""
+    import gnplace.placers.annealing as annealing
+
+    shown = []
+    original = annealing.evaluation_bar
+
+    def recording(label, total, enabled=None, unit="evaluations"):
+        shown.append(enabled)
+        return original(label, total, enabled, unit)
+
+    monkeypatch.setattr(annealing, "evaluation_bar", recording)
+    g, c = layered_graph(12, seed=0), load_cluster("k80x2")
+    RandomSearchPlacer(budget=5, start="annealing", progress=False).place(g, c, seed=0)
+    assert shown == [False]
