@@ -19,6 +19,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, check_graph_and_cluster
+from gnplace.placers.base import Placer
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
@@ -42,6 +43,8 @@ class AutoPlacer:
         candidates (Sequence[str] or str, optional): registered placer names to choose among, or one
             name (default: :data:`FAST_PLACERS`).
         timer (StepTimer, optional): plans and times the candidates (default: ``Simulator()``).
+        progress (bool or None, optional): False turns off the bars of candidates that show one (a search among
+            them; ``--no-progress``); None leaves each its own default (default: None).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -56,7 +59,10 @@ class AutoPlacer:
     accepts = frozenset({"timer"})
     uses = FAST_PLACERS  # a candidate's new revision is a new auto
 
-    def __init__(self, candidates: Sequence[str] | str = FAST_PLACERS, timer: StepTimer | None = None) -> None:
+    def __init__(
+        self, candidates: Sequence[str] | str = FAST_PLACERS, timer: StepTimer | None = None,
+        progress: bool | None = None,
+    ) -> None:
         # one name is one candidate (``-O auto.candidates=heft``), not a candidate per letter
         if not isinstance(candidates, str | Iterable):  # null was "an option value of the wrong type ()", unnamed
             raise InvalidArgument(f"AutoPlacer: candidates must be a placer's name or a list of names, got "
@@ -70,6 +76,7 @@ class AutoPlacer:
             PLACERS.resolve(name)  # a misspelt candidate is refused here, not when placing
         self.candidates = candidates
         self.timer = timer or Simulator()
+        self.progress = progress
         self.last_choice: str | None = None
         self.last_step_times: dict[str, float] = {}
         self.last_oom: dict[str, bool] = {}
@@ -86,9 +93,7 @@ class AutoPlacer:
             seed (int, np.random.Generator or None, optional): passed to every candidate (default: None).
         """
         check_graph_and_cluster(graph, cluster)
-        from gnplace.placers.registry import make_placer  # deferred: the registry names this module
-
-        placements = [make_placer(name, timer=self.timer).place(graph, cluster, seed=seed) for name in self.candidates]
+        placements = [self._candidate(name).place(graph, cluster, seed=seed) for name in self.candidates]
         scorer = BudgetedTimer(self.timer)
         result = scorer.time_batch(graph, cluster, np.stack([p.devices for p in placements]))
         best = scorer.best
@@ -98,3 +103,12 @@ class AutoPlacer:
         self.last_step_times = {name: float(t) for name, t in zip(self.candidates, result.step_time.tolist())}
         self.last_oom = {name: bool(o) for name, o in zip(self.candidates, result.oom.tolist())}
         return placements[index]
+
+    def _candidate(self, name: str) -> Placer:
+        """The candidate placer ``name``, planning with the timer; ``progress=False`` reaches it (a search's bar)."""
+        from gnplace.placers.registry import make_placer  # deferred: the registry names this module
+
+        placer = make_placer(name, timer=self.timer)
+        if self.progress is False and hasattr(placer, "progress"):
+            placer.progress = False
+        return placer
