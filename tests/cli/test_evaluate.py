@@ -492,3 +492,17 @@ def test_the_failed_runs_line_escapes_the_names_it_quotes(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "\x1b" not in err, err
     assert "first: exact on g\\x1b[31mred\\x0anext k80x2: " in err
+
+
+def test_evaluate_with_no_placers_runs_every_non_learned_one_but_exact_and_succeeds_on_a_shipped_graph(tmp_path,
+                                                                                                      capsys):
+    """With exact among them (it refuses graphs of more than 60 groups) the default run of a shipped family's graph
+    ended "1 of 11 runs failed", exit 1."""
+    from gnplace.cli.evaluate import default_placers
+    from gnplace.placers.registry import PLACERS
+
+    assert default_placers() == [name for name in PLACERS.names(learned=False) if name != "exact"]
+    assert main(["evaluate", "-g", "datasets/examples/mlp2x8w2048b512.gnpg", "-c", "k80x2", "--budget", "5",
+                 "-o", str(tmp_path / "ev")]) == 0
+    rows = (tmp_path / "ev" / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + len(default_placers()) and not any(",exact," in row for row in rows)
