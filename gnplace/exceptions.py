@@ -16,6 +16,7 @@ __all__ = [
     "InfeasiblePlacement",
     "UnsupportedGraph",
     "UnknownName",
+    "UnknownPlacer",
     "InvalidArgument",
     "BudgetExhausted",
     "MissingDependency",
@@ -51,6 +52,17 @@ class UnsupportedGraph(GnplaceError):
 
 class UnknownName(GnplaceError, ValueError):
     """A name (of a placer, a cluster preset, a family, ...) that gnplace does not know."""
+
+
+class UnknownPlacer(UnknownName, KeyError):
+    """A name no placer is registered under, looked up as the registry's key (``PLACERS[name]``).
+
+    A :class:`KeyError` as well, as a :class:`~collections.abc.Mapping`'s missing key is: ``PLACERS.get(name)``
+    raised UnknownName rather than return None, and ``except KeyError`` let it through. Its text is the message
+    alone (a KeyError's ``str`` quotes it).
+    """
+
+    __str__ = BaseException.__str__
 
 
 class InvalidArgument(GnplaceError, ValueError):

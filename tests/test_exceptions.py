@@ -22,6 +22,7 @@ from gnplace.exceptions import (
     MissingDependency,
     Terminated,
     UnknownName,
+    UnknownPlacer,
     UnsupportedGraph,
 )
 from gnplace.graph import OpGraph
@@ -31,7 +32,8 @@ from gnplace.toy import chain_graph
 EXAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
 GiB = 2**30
 
-VALUE_ERRORS = {InvalidGraph, InvalidCluster, InvalidPlacement, UnknownName, InvalidArgument, InvalidCheckpoint}
+VALUE_ERRORS = {InvalidGraph, InvalidCluster, InvalidPlacement, UnknownName, UnknownPlacer, InvalidArgument,
+                InvalidCheckpoint}
 NOT_VALUE_ERRORS = {GnplaceError, InfeasiblePlacement, UnsupportedGraph, BudgetExhausted, MissingDependency,
                     ExecutionFailed}
 

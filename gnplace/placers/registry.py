@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
+from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName, UnknownPlacer
 
 if TYPE_CHECKING:  # the shipped placers' classes, for get_placer's and make_placer's overloads: never imported
     from gnplace.placers.annealing import AnnealingPlacer
@@ -69,17 +69,6 @@ __all__ = ["SHARED_OPTIONS", "PlacerInfo", "UnknownPlacer", "PlacerRegistry", "P
 
 #: Options every placer that takes them takes under these names.
 SHARED_OPTIONS: tuple[str, ...] = ("timer", "budget", "checkpoint")
-
-
-class UnknownPlacer(UnknownName, KeyError):
-    """A name no placer is registered under, looked up as :class:`PlacerRegistry`'s key (``PLACERS[name]``).
-
-    A :class:`KeyError` as well, as a :class:`~collections.abc.Mapping`'s missing key is: ``PLACERS.get(name)``
-    raised UnknownName rather than return None, and ``except KeyError`` let it through. Its text is the message
-    alone (a KeyError's ``str`` quotes it).
-    """
-
-    __str__ = BaseException.__str__
 
 
 @dataclass(frozen=True)
