@@ -549,35 +549,14 @@ def test_the_summary_prints_the_runs_seconds_in_the_unit_that_fits(capsys):
 
 
 @pytest.mark.heavy
-def test_a_rank_0_that_refuses_the_cluster_tells_the_ranks_on_other_hosts_at_once(tmp_path):
+def test_a_rank_0_that_refuses_the_cluster_tells_the_ranks_on_other_hosts_at_once(two_hosts):
     """``finetune --timer dist -c k80x2`` under torchrun: rank 0 refused the GPU cluster (gloo ranks are CPUs) after
     the others went to serve it, and each of those, on its own host, waited GNPLACE_DIST_TIMEOUT (300 s) before it
     stopped. Now they stop at once, naming rank 0's error (here two processes given torchrun's variables by hand)."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2",
-           "GNPLACE_DIST_TIMEOUT": "200", "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    argv = [sys.executable, "-m", "gnplace", "finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer",
-            "dist", "--budget", "4"]
-    start = time.perf_counter()
-    ranks = [subprocess.Popen([*argv, "-o", str(tmp_path / f"host{rank}")], env={**env, "RANK": str(rank)}, cwd=root,
-                              stderr=subprocess.PIPE, text=True) for rank in (1, 0)]
-    try:
-        errors = [rank.communicate(timeout=150)[1] for rank in ranks]
-    finally:
-        for rank in ranks:
-            rank.kill()
-    assert [rank.returncode for rank in ranks] == [2, 2] and time.perf_counter() - start < 100  # not 200 s
+    codes, errors, seconds = two_hosts(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "dist",
+                                        "--budget", "4"])
+    assert codes == [2, 2] and seconds < 100  # not the 200 s timeout
     said = errors[1].strip().splitlines()[-1]
     assert said.startswith("gnplace: error: ") and "CPU" in said, errors[1]
     assert errors[0].strip().splitlines()[-1] == ("gnplace: error: rank 1: rank 0 stopped before timing anything: "
                                                   + said.removeprefix("gnplace: error: ")), errors[0]
-

@@ -41,3 +41,24 @@ def example_step_times() -> Callable[..., tuple[float, float, float]]:
 def one_device_cluster() -> Cluster:
     """A cluster of one K80-like device."""
     return toy_cluster(1, name="one")
+
+
+@pytest.fixture()
+def bars_asked(monkeypatch):
+    """``bars_asked(module)``: the list of ``enabled`` values each ``module.evaluation_bar`` was asked with.
+
+    How a test sees whether ``--no-progress`` (``progress=False``) reached a search that another placer started.
+    """
+    def record(module):
+        shown = []
+        original = module.evaluation_bar
+
+        def recording(label, total, enabled=None, unit="evaluations"):
+            shown.append(enabled)
+            return original(label, total, enabled, unit)
+
+        monkeypatch.setattr(module, "evaluation_bar", recording)
+        return shown
+
+    return record
+

@@ -287,19 +287,12 @@ def test_a_given_start_is_annealed_from_and_never_lost():
     assert GivenStart(start).place(graph, load_cluster("k80x2"), seed=5) is start
 
 
-def test_no_progress_reaches_the_search_it_starts_from(monkeypatch):
+def test_no_progress_reaches_the_search_it_starts_from(bars_asked):
     """``gnplace place -p annealing -O annealing.start=random_search --no-progress`` drew random_search's bar on a
     terminal (and evaluate's workers its lines): the start placer, built from its name, kept its own default."""
     import gnplace.placers.random_search as random_search
 
-    shown = []
-    original = random_search.evaluation_bar
-
-    def recording(label, total, enabled=None, unit="evaluations"):
-        shown.append(enabled)
-        return original(label, total, enabled, unit)
-
-    monkeypatch.setattr(random_search, "evaluation_bar", recording)
+    shown = bars_asked(random_search)
     g, c = layered_graph(12, seed=0), load_cluster("k80x2")
     AnnealingPlacer(budget=5, start="random_search", progress=False).place(g, c, seed=0)
     assert shown == [False]

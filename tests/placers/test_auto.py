@@ -59,19 +59,12 @@ def test_uses_its_timer(counting_simulator):
     assert counting_simulator.batches[-1] == 2  # the candidates are timed together at the end
 
 
-def test_no_progress_reaches_a_search_among_its_candidates(monkeypatch):
+def test_no_progress_reaches_a_search_among_its_candidates(bars_asked):
     """``-p auto -O auto.candidates=[heft,random_search] --no-progress`` drew random_search's bar on a terminal:
     auto had no ``progress`` for place (or evaluate) to turn off, and its candidates kept their own default."""
     import gnplace.placers.random_search as random_search
 
-    shown = []
-    original = random_search.evaluation_bar
-
-    def recording(label, total, enabled=None, unit="evaluations"):
-        shown.append(enabled)
-        return original(label, total, enabled, unit)
-
-    monkeypatch.setattr(random_search, "evaluation_bar", recording)
+    shown = bars_asked(random_search)
     placer = make_placer("auto", candidates=["heft", "random_search"])
     placer.progress = False  # as gnplace place --no-progress and evaluate's workers set it
     placer.place(layered_graph(12, seed=0), load_cluster("k80x2"), seed=0)

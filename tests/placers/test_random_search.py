@@ -99,18 +99,11 @@ def test_starts_from_auto_and_never_ends_worse(counting_simulator, step_time):
     assert step_time(g, c, p) <= step_time(g, c, reference) + 1e-15
 
 
-def test_no_progress_reaches_the_search_it_starts_from(monkeypatch):
+def test_no_progress_reaches_the_search_it_starts_from(bars_asked):
     """``-O random_search.start=annealing --no-progress`` drew annealing's bar: the start kept its own default."""
     import gnplace.placers.annealing as annealing
 
-    shown = []
-    original = annealing.evaluation_bar
-
-    def recording(label, total, enabled=None, unit="evaluations"):
-        shown.append(enabled)
-        return original(label, total, enabled, unit)
-
-    monkeypatch.setattr(annealing, "evaluation_bar", recording)
+    shown = bars_asked(annealing)
     g, c = layered_graph(12, seed=0), load_cluster("k80x2")
     RandomSearchPlacer(budget=5, start="annealing", progress=False).place(g, c, seed=0)
     assert shown == [False]
