@@ -417,3 +417,15 @@ def figure_dpis(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], list[floa
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
                         lambda fig, target, **kw: (written.append(kw["dpi"]), real_savefig(fig, target, **kw))[1])
     return laid_out, written
+
+
+@pytest.fixture()
+def mlp_graph_folder(tmp_path: Path) -> Path:
+    """A folder of two small MLP training graph files, ``mlp2.gnpg`` and ``mlp3.gnpg`` (2 and 3 layers)."""
+    from gnplace.graph_io import save_graph
+
+    folder = tmp_path / "graphs"
+    for layers in (2, 3):
+        save_graph(mlp_training_graph(layers=layers, width=512, batch=128, branches=2), folder / f"mlp{layers}.gnpg")
+    return folder
+

@@ -23,11 +23,8 @@ from gnplace.toy import chain_graph, mlp_training_graph
 
 
 @pytest.fixture()
-def graphs(tmp_path):
-    folder = tmp_path / "graphs"
-    for layers in (2, 3):
-        save_graph(mlp_training_graph(layers=layers, width=512, batch=128, branches=2), folder / f"mlp{layers}.gnpg")
-    return folder
+def graphs(mlp_graph_folder):
+    return mlp_graph_folder
 
 
 def test_run_task_times_the_placement(graphs):

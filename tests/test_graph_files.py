@@ -9,15 +9,11 @@ import pytest
 from gnplace.exceptions import GnplaceError
 from gnplace.graph_files import collect_graphs
 from gnplace.graph_io import load_graph, save_graph
-from gnplace.toy import mlp_training_graph
 
 
 @pytest.fixture()
-def graphs(tmp_path):
-    folder = tmp_path / "graphs"
-    for layers in (2, 3):
-        save_graph(mlp_training_graph(layers=layers, width=512, batch=128, branches=2), folder / f"mlp{layers}.gnpg")
-    return folder
+def graphs(mlp_graph_folder):
+    return mlp_graph_folder
 
 
 def test_collect_graphs(graphs, tmp_path):
