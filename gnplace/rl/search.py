@@ -263,10 +263,11 @@ class PPOSearchPlacer:
         self.checkpoint_every_s = float(checkpoint_every_s)
         self.progress = progress
         if type(self).algo == "reinforce" and algo not in (None, "reinforce"):  # it ran as ppo, named reinforce
+            use = "use the 'ppo' placer" if algo == "ppo" else "leave algo out"  # was "use the 'abc' placer"
             raise InvalidArgument(f"{type(self).__name__} is the REINFORCE ablation, and algo={algo!r} would make "
-                                  f"it another placer under its name: use the {algo!r} placer (ppo takes "
-                                  "algo='reinforce')")
-        self._check_inert(epochs=epochs, algo=algo or self.algo, zero_shot=zero_shot,
+                                  f"it another placer under its name: {use} (ppo takes algo='reinforce')")
+        algo = self.algo if algo is None else algo  # None alone is the default: -O ppo.algo=false ran ppo
+        self._check_inert(epochs=epochs, algo=algo, zero_shot=zero_shot,
                           zero_shot_samples=zero_shot_samples, zero_shot_start=zero_shot_start, screen=screen,
                           screen_model=screen_model)
         self.zero_shot = bool(zero_shot)
@@ -283,7 +284,7 @@ class PPOSearchPlacer:
         if screen_model == "auto":  # the simulator ranks a real timer's candidates; it cannot rank its own
             screen_model = "learned" if simulated(self.timer) else "simulator"
         self.config = LearnerConfig(
-            algo=algo or self.algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
+            algo=algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
             entropy=entropy, elite=elite, mode=mode, prior=prior, screen=screen, screen_model=screen_model, **shape,
         )
         self.config.check_timer(self.timer)  # refused here, not after the reference and prelude are timed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -704,3 +706,18 @@ def test_the_reinforce_placer_refuses_another_algorithm_rather_than_run_it_under
         ReinforceSearchPlacer(budget=100, algo="ppo")
     with pytest.raises(InvalidArgument, match="REINFORCE ablation"):
         make_placer("reinforce", budget=100, algo="ppo")
+
+
+@pytest.mark.parametrize("name", ["ppo", "finetune"])
+@pytest.mark.parametrize("algo", [False, "", 0, []])
+def test_an_algo_that_is_false_is_refused_not_taken_as_the_default(name, algo):
+    """``-O ppo.algo=false`` and ``-O ppo.algo=`` ran PPO without a word (``algo or "ppo"``)."""
+    with pytest.raises(InvalidArgument, match=rf"algo must be 'ppo' or 'reinforce', got {re.escape(repr(algo))}"):
+        make_placer(name, budget=100, algo=algo)
+
+
+def test_the_reinforce_placer_names_no_placer_after_a_bad_algo():
+    """``-O reinforce.algo=abc`` said "use the 'abc' placer", a placer there is none of."""
+    with pytest.raises(InvalidArgument, match=r"algo='abc' would make .*: leave algo out") as caught:
+        make_placer("reinforce", budget=100, algo="abc")
+    assert "'abc' placer" not in str(caught.value)
