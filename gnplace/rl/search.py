@@ -40,7 +40,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_COUNT, check_budget, is_whole
+from gnplace.limits import MAX_COUNT, check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.policy_files import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS
 from gnplace.rl.zeroshot import PolicyPlacer
@@ -229,6 +229,11 @@ class PPOSearchPlacer:
         for name, value, low in (("max_nodes", max_nodes, 1), ("zero_shot_samples", zero_shot_samples, 0)):
             if not is_whole(value) or value < low:  # 2.5 was cut to 2
                 raise InvalidArgument(f"{type(self).__name__} needs {name} >= {low} (a whole number), got {value!r}")
+        wrong = [f"{name}={value!r}" for name, value in (("polish", polish), ("prelude", prelude))
+                 if not is_number(value)]
+        if wrong:  # None named another option ("wrong type (budget=60)"), false was taken as 0
+            raise InvalidArgument(f"{type(self).__name__}: polish and prelude are shares of the budget, numbers in "
+                                  f"[0, 1), got {' and '.join(wrong)}")
         if not 0.0 <= polish < 1.0 or not 0.0 <= prelude < 1.0 or polish + prelude >= 1.0:
             raise InvalidArgument(f"{type(self).__name__}: polish and prelude must be in [0, 1) and sum to less "
                                   f"than 1, got {polish} and {prelude}")

@@ -721,3 +721,13 @@ def test_the_reinforce_placer_names_no_placer_after_a_bad_algo():
     with pytest.raises(InvalidArgument, match=r"algo='abc' would make .*: leave algo out") as caught:
         make_placer("reinforce", budget=100, algo="abc")
     assert "'abc' placer" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["ppo", "reinforce", "finetune"])
+@pytest.mark.parametrize("option", ["polish", "prelude"])
+@pytest.mark.parametrize("value", [None, False, "0.1"])
+def test_a_share_that_is_no_number_is_refused_naming_it(name, option, value):
+    """``-O ppo.polish=null`` said "an option value of the wrong type (budget=60)", naming another option, and
+    ``-O ppo.polish=false`` ran as 0."""
+    with pytest.raises(InvalidArgument, match=rf"polish and prelude are shares .*got {option}={re.escape(repr(value))}$"):
+        make_placer(name, budget=60, **{option: value})
