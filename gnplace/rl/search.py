@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
+from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint, UnknownName
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_COUNT, check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
@@ -243,7 +243,10 @@ class PPOSearchPlacer:
         self.polish = float(polish)
         from gnplace.placers.registry import PLACERS
 
-        info = PLACERS.info(str(reference))  # UnknownName for a name not registered
+        if not isinstance(reference, str) or reference not in PLACERS:  # was "unknown placer 'foo'", naming no option
+            raise UnknownName(f"{type(self).__name__}: reference must be a registered placer's name (choose one of: "
+                              f"{', '.join(sorted(PLACERS))}), got {reference!r}")
+        info = PLACERS.info(reference)
         if info.learned or "budget" in info.accepts:  # its own evaluations are not counted: --budget bound nothing
             raise InvalidArgument(f"{type(self).__name__}: reference must be a fast placer that takes no budget "
                                   f"(auto, single, heft, ...), got {reference!r}")

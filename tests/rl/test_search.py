@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, UnknownName
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_BUDGET
 from gnplace.placers import PLACERS, make_placer
@@ -731,3 +731,11 @@ def test_a_share_that_is_no_number_is_refused_naming_it(name, option, value):
     ``-O ppo.polish=false`` ran as 0."""
     with pytest.raises(InvalidArgument, match=rf"polish and prelude are shares .*got {option}={re.escape(repr(value))}$"):
         make_placer(name, budget=60, **{option: value})
+
+
+@pytest.mark.parametrize("reference", ["nope", None, 0])
+def test_an_unknown_reference_is_refused_naming_the_option(reference):
+    """``-O ppo.reference=nope`` said "unknown placer 'nope'", naming no option the user gave."""
+    with pytest.raises(UnknownName, match=rf"^PPOSearchPlacer: reference must be a registered placer's name "
+                                          rf"\(choose one of: .*auto.*\), got {reference!r}$"):
+        make_placer("ppo", budget=60, reference=reference)
