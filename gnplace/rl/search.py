@@ -43,7 +43,7 @@ from gnplace.graph import OpGraph
 from gnplace.limits import MAX_COUNT, check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.policy_files import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS
-from gnplace.rl.zeroshot import PolicyPlacer
+from gnplace.rl.zeroshot import MAX_SAMPLES, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated, unwrapped
@@ -229,6 +229,9 @@ class PPOSearchPlacer:
         for name, value, low in (("max_nodes", max_nodes, 1), ("zero_shot_samples", zero_shot_samples, 0)):
             if not is_whole(value) or value < low:  # 2.5 was cut to 2
                 raise InvalidArgument(f"{type(self).__name__} needs {name} >= {low} (a whole number), got {value!r}")
+        if zero_shot_samples > MAX_SAMPLES:  # was refused mid-search, after the reference, as PolicyPlacer's samples
+            raise InvalidArgument(f"{type(self).__name__} needs zero_shot_samples <= {MAX_SAMPLES} (one batch of "
+                                  f"rollouts), got {zero_shot_samples}")
         wrong = [f"{name}={value!r}" for name, value in (("polish", polish), ("prelude", prelude))
                  if not is_number(value)]
         if wrong:  # None named another option ("wrong type (budget=60)"), false was taken as 0

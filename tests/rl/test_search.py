@@ -739,3 +739,12 @@ def test_an_unknown_reference_is_refused_naming_the_option(reference):
     with pytest.raises(UnknownName, match=rf"^PPOSearchPlacer: reference must be a registered placer's name "
                                           rf"\(choose one of: .*auto.*\), got {reference!r}$"):
         make_placer("ppo", budget=60, reference=reference)
+
+
+@pytest.mark.parametrize("name", ["ppo", "finetune"])
+def test_too_many_zero_shot_samples_are_refused_by_name_before_the_search(name):
+    """``-O finetune.zero_shot_samples=10**20`` was refused mid-search, after the reference ran, as
+    "PolicyPlacer needs samples <= 4096", an option the user did not give."""
+    with pytest.raises(InvalidArgument, match=r"needs zero_shot_samples <= 4096 .*got 100000000000000000000$"):
+        make_placer(name, budget=60, zero_shot_samples=10**20)
+    assert make_placer("finetune", budget=60, zero_shot_samples=4096).zero_shot_samples == 4096
