@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_BUDGET, MIN_TEMPERATURE, check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
@@ -475,7 +475,10 @@ class PolicyPlacer:
                          "constructor_refine for each constructor))")
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
-            built_by, constructor_meta = cached_policy(path, mode="construct")  # fail early here too
+            try:
+                built_by, constructor_meta = cached_policy(path, mode="construct")  # fail early here too
+            except InvalidCheckpoint as err:  # "abc: no such checkpoint file" named no option (evaluate: no placer)
+                raise InvalidCheckpoint(f"PolicyPlacer's constructor: {err}") from err
             self.constructor_policies.append((built_by, pretraining(constructor_meta)["modules"]))
         self.last_greedy_step: float | None = None
         self.last_greedy_oom = False

@@ -1008,3 +1008,13 @@ def test_the_module_chain_has_a_budget_in_op_evaluations_as_the_polish():
     assert zeroshot.PolicyPlacer(module_chain=1000, polish_ops=4_436).module_chain_evaluations(graph) == 0  # one
     assert zeroshot.PolicyPlacer(module_chain=1000, polish_ops=0).module_chain_evaluations(graph) == 1000
     assert zeroshot.PolicyPlacer(module_chain=1000).module_chain_evaluations() == 1000
+
+
+def test_a_constructor_that_is_no_checkpoint_is_refused_naming_the_option(tmp_path):
+    """``-O policy.constructor=abc`` said only "abc: no such checkpoint file": not which option named it (``--checkpoint``
+    or ``constructor``), nor, in ``gnplace evaluate``, which placer."""
+    with pytest.raises(InvalidCheckpoint, match=r"^PolicyPlacer's constructor: .*abc: no such checkpoint file$"):
+        make_placer("policy", constructor=str(tmp_path / "abc"))
+    (tmp_path / "text.ckpt").write_text("not a checkpoint")
+    with pytest.raises(InvalidCheckpoint, match=r"^PolicyPlacer's constructor: .*text.ckpt: not a readable checkpoint"):
+        make_placer("policy", constructor=str(tmp_path / "text.ckpt"))
