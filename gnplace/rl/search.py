@@ -101,6 +101,17 @@ _DEFAULT_SETTINGS: dict[str, Any] = {"screen": 1, "screen_model": "learned", "en
 _LIGHTNING_KEYS = ("pytorch-lightning_version", "state_dict", "optimizer_states", "loops", "gnplace")
 
 
+def _checkpoint_path(owner: str, checkpoint: Any) -> str:
+    """``checkpoint`` as a path's text, refused unless it is a path (``""`` read the current folder, ``0`` a file "0").
+
+    Raises:
+        InvalidArgument: naming ``owner`` and the value.
+    """
+    if not isinstance(checkpoint, (str, os.PathLike)) or not os.fspath(checkpoint).strip():
+        raise InvalidArgument(f"{owner}: checkpoint must be a policy checkpoint file's path, got {checkpoint!r}")
+    return str(os.fspath(checkpoint))
+
+
 class PPOSearchPlacer:
     """Train a fresh placement policy on one graph with PPO for ``budget`` evaluations; return the best seen.
 
@@ -255,7 +266,7 @@ class PPOSearchPlacer:
                                   f"(auto, single, heft, ...), got {reference!r}")
         self.reference = reference
         self.max_nodes = int(max_nodes)
-        self.checkpoint = None if checkpoint is None else str(checkpoint)
+        self.checkpoint = None if checkpoint is None else _checkpoint_path(type(self).__name__, checkpoint)
         if out is not None and not isinstance(out, str | os.PathLike):  # -O ppo.out=[a] made a folder "['a']"
             raise InvalidArgument(f"{type(self).__name__}: out must be a folder's path, got {out!r}")
         if out is not None and not str(out).strip():  # not read as the current folder, among the user's files
@@ -853,7 +864,9 @@ class FineTunePlacer(PPOSearchPlacer):
                  lr: float = 1e-3, checkpoint: str | None = None, zero_shot: bool = True, prelude: float = 0.0,
                  prior: float = 4.0, widen: bool = False, screen: int = 48, polish: float = FINETUNE_POLISH,
                  **kwargs: Any) -> None:
-        checkpoint = str(checkpoint or SHIPPED_CHECKPOINT)
+        # None alone is the shipped one: "", 0, false and [] were read as it, without a word
+        checkpoint = (str(SHIPPED_CHECKPOINT) if checkpoint is None
+                      else _checkpoint_path(type(self).__name__, checkpoint))
         super().__init__(budget=budget, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
                          checkpoint=checkpoint, zero_shot=zero_shot, prelude=prelude, prior=prior, widen=widen,
                          screen=screen, polish=polish, **kwargs)

@@ -11,7 +11,7 @@ from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, UnknownName
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_BUDGET
-from gnplace.placers import PLACERS, make_placer
+from gnplace.placers import PLACERS, get_placer, make_placer
 from gnplace.placers.exact import brute_force
 from gnplace.rl.search import RUN_KEY, FineTunePlacer, PPOSearchPlacer, ReinforceSearchPlacer
 from gnplace.sim.simulator import Simulator
@@ -748,3 +748,14 @@ def test_too_many_zero_shot_samples_are_refused_by_name_before_the_search(name):
     with pytest.raises(InvalidArgument, match=r"needs zero_shot_samples <= 4096 .*got 100000000000000000000$"):
         make_placer(name, budget=60, zero_shot_samples=10**20)
     assert make_placer("finetune", budget=60, zero_shot_samples=4096).zero_shot_samples == 4096
+
+
+@pytest.mark.parametrize("checkpoint", ["", "  ", 0, False, [], 2.5])
+def test_a_checkpoint_that_is_no_path_is_refused_not_read_as_the_shipped_one(checkpoint):
+    """``make_placer("finetune", checkpoint="")`` (or 0, false, []) fine-tuned the shipped checkpoint without a word
+    (``checkpoint or SHIPPED_CHECKPOINT``); ppo's read ``""`` as the current folder ("is a folder")."""
+    for name in ("finetune", "ppo"):
+        with pytest.raises(InvalidArgument, match=rf"Placer: checkpoint must be a policy checkpoint file's path, "
+                                                  rf"got {re.escape(repr(checkpoint))}$"):
+            get_placer(name, budget=60, checkpoint=checkpoint)
+    assert get_placer("finetune", budget=60, checkpoint=None).checkpoint.endswith("gnplace-base.ckpt")
