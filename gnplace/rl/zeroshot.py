@@ -381,7 +381,11 @@ class PolicyPlacer:
                                for t in taus):
             raise InvalidArgument(f"PolicyPlacer needs temperatures > 0 (at least {MIN_TEMPERATURE}), "
                                   f"got {temperatures!r}")
-        self.checkpoint = Path(checkpoint) if checkpoint is not None else SHIPPED_CHECKPOINT
+        if checkpoint is not None and (not isinstance(checkpoint, (str, os.PathLike))
+                                       or not os.fspath(checkpoint).strip()):
+            raise InvalidArgument(f"PolicyPlacer: checkpoint must be a policy checkpoint file's path, "
+                                  f"got {checkpoint!r}")
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else SHIPPED_CHECKPOINT  # ("" was the cwd)
         self.samples = int(samples)
         self.portfolio = bool(portfolio)
         self.subsets = bool(subsets)

@@ -1018,3 +1018,11 @@ def test_a_constructor_that_is_no_checkpoint_is_refused_naming_the_option(tmp_pa
     (tmp_path / "text.ckpt").write_text("not a checkpoint")
     with pytest.raises(InvalidCheckpoint, match=r"^PolicyPlacer's constructor: .*text.ckpt: not a readable checkpoint"):
         make_placer("policy", constructor=str(tmp_path / "text.ckpt"))
+
+
+@pytest.mark.parametrize("checkpoint", ["", " ", 0, [], False])
+def test_a_checkpoint_that_is_no_path_is_refused_by_name(checkpoint):
+    """``get_placer("policy", checkpoint="")`` read the current folder ("/work: is a folder, not a checkpoint file"),
+    and 0 or [] were reported as "an option value of the wrong type"."""
+    with pytest.raises(InvalidArgument, match=r"^PolicyPlacer: checkpoint must be a policy checkpoint file's path, got "):
+        PLACERS["policy"](checkpoint=checkpoint)
