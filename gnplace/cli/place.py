@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.algo is not None and options.get("algo", args.algo) != args.algo:  # one would win silently
         raise InvalidArgument(f"--algo {args.algo} and -O {args.placer}.algo={options['algo']} differ: give one")
+    if args.no_progress and options.get("progress") is True:  # --no-progress won silently
+        raise InvalidArgument(f"--no-progress and -O {args.placer}.progress=true differ: give one")
     flags = {"algo": "--algo"} if args.algo is not None and "algo" not in options else {}
     check_placer_options(args.placer, {**options, **dict.fromkeys(flags)}, flags)  # before the graph is read
     if isinstance(options.get("out"), str) and options["out"]:  # a search's folder: refused before it runs

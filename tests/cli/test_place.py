@@ -744,3 +744,15 @@ def test_a_device_map_over_memory_says_so(tmp_path, capsys):
     assert "is over memory" in err
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["device_map_oom"] is True
+
+
+@pytest.mark.parametrize("placer", ["ppo", "policy"])
+def test_no_progress_and_an_option_that_asks_for_it_are_refused_as_differing(tmp_path, capsys, placer):
+    """``--no-progress -O ppo.progress=true`` showed no bar: --no-progress won without a word."""
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    budget = ["--budget", "60"] if placer == "ppo" else []
+    assert main(["place", graph, "-c", "k80x2", "-p", placer, *budget, "--no-progress", "-O",
+                 f"{placer}.progress=true", "-o", str(tmp_path / "p.json")]) == 2
+    assert capsys.readouterr().err == (f"gnplace: error: --no-progress and -O {placer}.progress=true differ: "
+                                       "give one\n")
+    assert not (tmp_path / "p.json").exists()
