@@ -122,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
                 raise InvalidArgument(f"-O {name}.{key}: evaluate runs {name} on every graph and cluster, and a "
                                       "checkpoint folder holds one search; checkpoint a search with gnplace place "
                                       "(evaluate keeps each finished row and reuses it on a rerun)")
+        if given.get("progress") is True:  # turned off in every run (one bar of the rows): it did nothing
+            raise InvalidArgument(f"-O {name}.progress=true: evaluate shows one bar of its rows and turns each "
+                                  "placer's own off; leave it out, or show one search's with gnplace place")
     if args.checkpoint:  # to the placers that read its format; the others keep their own (evaluate keys rows by both)
         for name in checkpoint_readers(args.checkpoint, placers):
             options.setdefault(name, {})["checkpoint"] = str(args.checkpoint)

@@ -506,3 +506,14 @@ def test_evaluate_with_no_placers_runs_every_non_learned_one_but_exact_and_succe
                  "-o", str(tmp_path / "ev")]) == 0
     rows = (tmp_path / "ev" / "results.csv").read_text().splitlines()
     assert len(rows) == 1 + len(default_placers()) and not any(",exact," in row for row in rows)
+
+
+def test_a_placer_progress_bar_asked_for_is_refused_as_evaluate_turns_it_off(tmp_path, capsys):
+    """``-O ppo.progress=true`` was accepted and did nothing: every run's own bar is off (one bar of the rows)."""
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "ppo", "--budget", "60", "-o", str(tmp_path / "ev"),
+                 "-O", "ppo.progress=true"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: -O ppo.progress=true: evaluate shows one bar of its rows") and err.count(
+        "\n") == 1
+    assert not (tmp_path / "ev").exists()
