@@ -187,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{printable_name(graph.name)} on {printable_name(cluster.name)} by {printable_name(args.placer)} in "
           f"{format_seconds(took)}: step {format_seconds(result.step_time)}{oom}")
     print(f"  {per_device}")
+    needed = getattr(placer, "last_zero_shot_budget_needed", None)
+    if needed is not None:  # fine-tuning's zero-shot candidate, skipped without a word (gnplace finetune says it)
+        print(f"  zero-shot placement not timed: its candidates and one PPO batch need --budget {needed} or more")
     if args.output:
         print(f"  written to {args.output}")
     if args.device_map:

@@ -756,3 +756,15 @@ def test_no_progress_and_an_option_that_asks_for_it_are_refused_as_differing(tmp
     assert capsys.readouterr().err == (f"gnplace: error: --no-progress and -O {placer}.progress=true differ: "
                                        "give one\n")
     assert not (tmp_path / "p.json").exists()
+
+
+def test_fine_tuning_says_when_its_budget_left_the_zero_shot_placement_untimed(tmp_path, capsys):
+    """``place -p finetune --budget 60`` skipped the zero-shot candidate (53 evaluations on two devices and a batch
+    more) without a word, where ``gnplace finetune`` says so: the 'never worse than zero-shot' promise did not hold."""
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    common = ["place", graph, "-c", "k80x2", "-p", "finetune", "--no-progress", "--seed", "0"]
+    assert main([*common, "--budget", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "  zero-shot placement not timed: its candidates and one PPO batch need --budget " in out
+    assert main([*common, "--budget", "100"]) == 0
+    assert "zero-shot" not in capsys.readouterr().out
