@@ -305,10 +305,14 @@ class PPOSearchPlacer:
         self.timer = timer or Simulator()
         if screen_model == "auto":  # the simulator ranks a real timer's candidates; it cannot rank its own
             screen_model = "learned" if simulated(self.timer) else "simulator"
-        self.config = LearnerConfig(
-            algo=algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
-            entropy=entropy, elite=elite, mode=mode, prior=prior, screen=screen, screen_model=screen_model, **shape,
-        )
+        try:
+            self.config = LearnerConfig(
+                algo=algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
+                entropy=entropy, elite=elite, mode=mode, prior=prior, screen=screen, screen_model=screen_model,
+                **shape,
+            )
+        except InvalidArgument as err:  # "need samples >= 2, got 1" named no placer (evaluate -p ppo,finetune)
+            raise InvalidArgument(f"{type(self).__name__}: {err}") from None
         self.config.check_timer(self.timer)  # refused here, not after the reference and prelude are timed
         if self.checkpoint is not None:  # its weights read the dynamic features of the MDP they were trained in
             cached_policy(self.checkpoint, mode=self.config.mode)
@@ -354,8 +358,9 @@ class PPOSearchPlacer:
         unused = [name for name, value in (("zero_shot_samples", zero_shot_samples),
                                             ("zero_shot_start", zero_shot_start)) if value != self._default(name)]
         if unused and not zero_shot:
-            raise InvalidArgument(f"{owner}: {' and '.join(unused)} apply only with zero_shot=true (and a checkpoint); "
-                                  "leave them out")
+            apply, them = ("apply", "them") if len(unused) > 1 else ("applies", "it")
+            raise InvalidArgument(f"{owner}: {' and '.join(unused)} {apply} only with zero_shot=true (and a "
+                                  f"checkpoint); leave {them} out")
         if screen_model != self._default("screen_model") and is_whole(screen) and screen <= 1:
             raise InvalidArgument(f"{owner}: screen_model is what the screen of screen > 1 starts from, and screen="
                                   f"{screen} screens nothing (every sample is timed): leave screen_model out, or "

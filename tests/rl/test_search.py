@@ -436,8 +436,9 @@ def test_a_search_that_timed_only_overflowing_placements_takes_the_polishs_place
 
 @pytest.mark.parametrize("options, message", [
     (dict(zero_shot=True), "zero_shot places the graph with a checkpoint's policy first"),  # was off silently
-    (dict(zero_shot_samples=4), "zero_shot_samples apply only with zero_shot=true"),
-    (dict(zero_shot_start=True), "zero_shot_start apply only with zero_shot=true"),
+    (dict(zero_shot_samples=4), "zero_shot_samples applies only with zero_shot=true .*; leave it out"),
+    (dict(zero_shot_start=True), "zero_shot_start applies only with zero_shot=true .*; leave it out"),
+    (dict(zero_shot_samples=4, zero_shot_start=True), "zero_shot_samples and zero_shot_start apply only .*leave them"),
     (dict(algo="reinforce", epochs=3), "algo=reinforce makes one step per batch"),
     (dict(screen_model="learned"), "screen_model is what the screen of screen > 1 starts from, and screen=1 screens"),
     (dict(screen=1, screen_model="simulator"), "screen=1 screens nothing"),  # (ppo's default screen is 1)
@@ -759,3 +760,11 @@ def test_a_checkpoint_that_is_no_path_is_refused_not_read_as_the_shipped_one(che
                                                   rf"got {re.escape(repr(checkpoint))}$"):
             get_placer(name, budget=60, checkpoint=checkpoint)
     assert get_placer("finetune", budget=60, checkpoint=None).checkpoint.endswith("gnplace-base.ckpt")
+
+
+@pytest.mark.parametrize("name", ["ppo", "finetune", "reinforce"])
+def test_a_learner_setting_out_of_range_names_the_placer_it_was_given_to(name):
+    """"need samples >= 2, got 1" named no placer: in ``evaluate -p ppo,finetune -O ...`` either could have said it."""
+    with pytest.raises(InvalidArgument, match=r"^\w+SearchPlacer: need samples >= 2, got 1$|^FineTunePlacer: need "
+                                              r"samples >= 2, got 1$"):
+        make_placer(name, budget=100, samples=1)
