@@ -131,12 +131,18 @@ def test_a_name_with_a_byte_that_is_not_utf8_is_drawn_escaped(tmp_path):
 
 @pytest.fixture
 def shipped_fonts(monkeypatch):
-    """Only the fonts matplotlib ships (none with CJK glyphs) installed, whatever this machine holds."""
+    """Only the fonts matplotlib ships (none with CJK glyphs) installed, whatever this machine holds.
+
+    Read from matplotlib's own folder, not filtered out of its font cache: a cache written with fewer fonts (31,
+    DejaVu's alone, in this machine's ~/.cache/matplotlib one day) left STIX out, and the test of a fallback
+    to it failed.
+    """
     from matplotlib import font_manager
 
-    shipped = Path(font_manager.__file__).parent / "mpl-data"
+    shipped = Path(font_manager.__file__).parent / "mpl-data" / "fonts" / "ttf"
     monkeypatch.setattr(font_manager.fontManager, "ttflist",
-                        [e for e in font_manager.fontManager.ttflist if Path(e.fname).is_relative_to(shipped)])
+                        [font_manager.ttfFontProperty(font_manager.get_font(str(path)))
+                         for path in sorted(shipped.glob("*.ttf"))])
 
 
 def test_characters_no_font_has_are_drawn_as_code_points_without_glyph_warnings(tmp_path, monkeypatch, shipped_fonts):
