@@ -79,7 +79,7 @@ from gnplace.workers import available_cores
 __all__ = [
     "DistTimer", "RankOutOfMemory", "serve", "serve_unless_rank_zero", "release_waiting_ranks", "launched_by_torchrun",
     "check_cores",
-    "MAX_TIMEOUT_S", "environment_backend",
+    "MAX_TIMEOUT_S", "environment_backend", "environment_timeout",
 ]
 
 #: Exit code of a started rank that ran out of memory in a step (told apart from a rank that failed).
@@ -142,6 +142,21 @@ def environment_backend() -> str:
     return backend
 
 
+def environment_timeout() -> float:
+    """The seconds ``GNPLACE_DIST_TIMEOUT`` names (default 300): how long a serving rank waits for rank 0.
+
+    Raises:
+        InvalidArgument: for a value that is no number of seconds above 0 and at most :data:`MAX_TIMEOUT_S` (``abc``
+            was a ``ValueError`` traceback).
+    """
+    text = os.environ.get("GNPLACE_DIST_TIMEOUT", "300")
+    try:
+        return check_timeout(float(text))
+    except (ValueError, InvalidArgument):
+        raise InvalidArgument(f"GNPLACE_DIST_TIMEOUT must be seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
+                              f"got {text!r}") from None
+
+
 def _forget_unmade_group() -> None:
     """Take back the number a failed ``init_process_group`` gave the process group it never made.
 
@@ -201,7 +216,7 @@ def release_waiting_ranks(reason: str) -> None:
     if dist.is_initialized():
         return
     try:
-        timeout_s = min(RELEASE_TIMEOUT_S, check_timeout(float(os.environ.get("GNPLACE_DIST_TIMEOUT", "300"))))
+        timeout_s = min(RELEASE_TIMEOUT_S, environment_timeout())
         dist.init_process_group(environment_backend(), timeout=timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError, InvalidArgument):  # they are gone, or the settings were refused on every rank
         _forget_unmade_group()
@@ -231,13 +246,7 @@ def serve() -> None:
             ``ValueError`` traceback).
     """
     if not dist.is_initialized():
-        backend = environment_backend()
-        text = os.environ.get("GNPLACE_DIST_TIMEOUT", "300")
-        try:
-            timeout_s = check_timeout(float(text))
-        except (ValueError, InvalidArgument):
-            raise InvalidArgument(f"GNPLACE_DIST_TIMEOUT must be seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
-                                  f"got {text!r}") from None
+        backend, timeout_s = environment_backend(), environment_timeout()
         try:
             dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
         except (RuntimeError, ValueError) as err:  # no rank 0 within the timeout (it stopped on an error), no address
