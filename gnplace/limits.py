@@ -30,6 +30,7 @@ their expansion is how a few bytes become gigabytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import operator
@@ -310,15 +311,54 @@ def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
     return data
 
 
+_DECIMAL_INT = r"^(?:[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"
+_DECIMAL_FLOAT = (r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+                  r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
+@functools.cache
+def scalar_loader() -> Any:
+    """PyYAML's ``SafeLoader`` reading numbers as they are written: decimal (and ``0x`` hex) only.
+
+    YAML 1.1, which PyYAML follows, reads ``010`` as octal 8 (while ``08`` stays text), ``0b101`` as 5
+    and ``1:30`` as sexagesimal 90: a count or a size typed with a leading zero or a colon became
+    another number without a word. Here those stay strings, which a setting that needs a number then
+    refuses by name. Every other scalar (floats, booleans, null, hex ``0x1f``, ``1_000``) reads as
+    PyYAML reads it. Used by :func:`parse_yaml` and by ``--option`` values.
+
+    Examples:
+        >>> import yaml
+        >>> [yaml.load(text, Loader=scalar_loader()) for text in ("010", "1:30", "0b101", "10", "0x1f", "2.5")]
+        ['010', '1:30', '0b101', 10, 31, 2.5]
+    """
+    import re
+
+    import yaml
+
+    int_tag, float_tag = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+
+    class ScalarLoader(yaml.SafeLoader):
+        """``SafeLoader`` with decimal ints and floats only (no octal, binary or sexagesimal)."""
+
+    ScalarLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in (int_tag, float_tag)]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    ScalarLoader.add_implicit_resolver(int_tag, re.compile(_DECIMAL_INT), list("-+0123456789"))
+    ScalarLoader.add_implicit_resolver(float_tag, re.compile(_DECIMAL_FLOAT), list("-+0123456789."))
+    return ScalarLoader
+
+
 def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
     """Parse YAML within the limits: no anchors, aliases or merge keys, no key twice, at most :data:`MAX_DEPTH` levels.
+
+    Numbers are read as written (:func:`scalar_loader`): ``010`` is the text '010', not YAML 1.1's octal 8.
 
     Raises:
         error: one line naming ``source`` and, where known, the line and column.
     """
     import yaml
 
-    class Loader(yaml.SafeLoader):
+    class Loader(scalar_loader()):  # type: ignore[misc]
         """``SafeLoader`` refusing aliases, anchors, merge keys and a key twice in one mapping (the last would win)."""
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102

@@ -12,6 +12,7 @@ import copy
 import gzip
 import io
 import json
+import math
 import random
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from gnplace.limits import (
     is_whole,
     parse_json,
     parse_yaml,
+    scalar_loader,
 )
 from gnplace.placement import load_placement
 from gnplace.toy import mlp_training_graph
@@ -511,3 +513,19 @@ def test_check_depth_reads_a_flat_lists_item_types_not_each_item():
     check_depth(nested, InvalidGraph, "ok")
     with pytest.raises(InvalidGraph, match="nested more than 64 levels deep"):
         check_depth({"a": [1, (2, nested)]}, InvalidGraph, "g")
+
+
+def test_yaml_numbers_read_as_written_not_as_yaml_1_1_octal_binary_or_sexagesimal(tmp_path):
+    # YAML 1.1 read `memory: 010` as 8 (and `08` as text), `0b101` as 5, `1:30` as 90: a number typed with a
+    # leading zero or a colon became another number without a word
+    data = parse_yaml("a: 010\nb: 1:30\nc: 0b101\nd: 08\ne: [10, 0x1f, 1_000, -2, 2.5, .5, 1:30.5]\n",
+                      InvalidCluster, "c.yaml")
+    assert data == {"a": "010", "b": "1:30", "c": "0b101", "d": "08", "e": [10, 31, 1000, -2, 2.5, 0.5, "1:30.5"]}
+    assert yaml.safe_load("010") == 8  # what the stricter loader is there for
+    loader = scalar_loader()
+    assert [yaml.load(t, Loader=loader) for t in ("true", "~", ".inf", "0", "+0", "-0")] == [True, None, math.inf, 0, 0, 0]
+    assert yaml.load("010", Loader=yaml.SafeLoader) == 8  # SafeLoader itself is left as it was
+    # a cluster's memory typed with a leading zero is its decimal value, as a size in text is
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("devices: [{name: g, kind: gpu, peak_flops: 1e12, memory: 010, mem_bandwidth: 1e10}]\n")
+    assert load_cluster(cluster).devices[0].memory == 10

@@ -214,3 +214,9 @@ def test_each_shipped_config_names_every_setting_and_is_its_checkpoints(name):
             "constructor-cifar10-ptb.yaml": "gnplace-construct-cifar10-ptb.ckpt"}[name]
     meta = read_checkpoint(DEFAULT_CONFIG.parents[1] / "checkpoints" / made)["meta"]
     assert meta["config_digest"] == load_pretrain_config(path).digest()
+
+
+def test_a_leading_zero_is_a_decimal_number_not_yaml_1_1_octal():
+    # --set schedule.iterations=010 ran 8 iterations (YAML 1.1's octal); the text is now read as it is written
+    config = load_pretrain_config(overrides=["schedule.iterations=010", "learner.samples=08"])
+    assert config.schedule.iterations == 10 and config.learner.samples == 8

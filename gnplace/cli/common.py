@@ -16,7 +16,7 @@ from typing import Any
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph, require_ops
-from gnplace.limits import json_text
+from gnplace.limits import json_text, scalar_loader
 from gnplace.placement import Placement, check_placed, load_placement
 from gnplace.placers.registry import PLACERS, make_placer
 
@@ -115,6 +115,9 @@ def _yaml_number(value: Any) -> Any:
 def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Options per placer from ``PLACER.NAME=VALUE`` strings; values are read as YAML scalars or lists.
 
+    Numbers are read as written (:func:`~gnplace.limits.scalar_loader`): ``010`` and ``1:30`` stay text,
+    which an option that needs a number refuses, where YAML 1.1 made them 8 and 90.
+
     Raises:
         InvalidArgument: if an item is malformed, names a placer not in ``placers``, or gives one
             option two different values.
@@ -138,7 +141,8 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
             raise InvalidArgument(f"--option {item!r}: placer {placer!r} is not among those run ({', '.join(placers)})")
         try:
             # blank is kept as given: YAML reads " " as null, a placer's default (-O ppo.out=" " ran with no folder)
-            value = yaml.safe_load(text) if text.strip() else text
+            # numbers as written (scalar_loader): YAML 1.1 read -O annealing.steps=010 as octal 8
+            value = yaml.load(text, Loader=scalar_loader()) if text.strip() else text  # noqa: S506 - SafeLoader's
         except yaml.YAMLError as err:
             problem = one_line(str(getattr(err, "problem", None) or err))
             raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({problem})") from None

@@ -443,3 +443,11 @@ def test_a_whole_number_past_pythons_digits_is_refused_as_too_long_not_as_no_who
     with pytest.raises(argparse.ArgumentTypeError, match=r"^expected a whole number >= 0, got 'x1'$"):
         whole_number("x1")
     assert whole_number("12") == 12
+
+
+def test_option_numbers_are_read_as_written():
+    # YAML 1.1 read -O annealing.batch=010 as octal 8 and ran it; now the text is kept and the placer refuses it
+    options = parse_placer_options(["annealing.batch=010", "annealing.max_block=1:30", "annealing.start=08"],
+                                   ["annealing"])
+    assert options == {"annealing": {"batch": "010", "max_block": "1:30", "start": "08"}}
+    assert parse_placer_options(["annealing.batch=10"], ["annealing"]) == {"annealing": {"batch": 10}}
