@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
+import errno
 import math
 import os
 import re
@@ -382,6 +383,19 @@ def writing(path: str | os.PathLike[str]) -> Iterator[None]:
         raise InvalidArgument(f"cannot write {where}: {err.strerror or err}") from err
 
 
+def symlink_loop(err: RuntimeError) -> OSError | None:
+    """The ``ELOOP`` :class:`OSError` behind ``err`` where it is pathlib's report of a symbolic link loop, else None.
+
+    Before Python 3.13, ``Path.resolve()`` of a path through a link that leads back to itself (``ln -s a b; ln -s b
+    a``) raises ``RuntimeError("Symlink loop from ...")`` from the ``OSError`` it met, not that ``OSError``:
+    ``gnplace place G -o a`` was that ``RuntimeError``'s traceback and exit status 1.
+    """
+    context = err.__context__
+    if str(err).startswith("Symlink loop from ") and isinstance(context, OSError) and context.errno == errno.ELOOP:
+        return context
+    return None
+
+
 def describe_os_error(err: OSError) -> str:
     """``err`` as one line: ``FILE: reason`` (``FILE -> FILE2: reason`` for a rename).
 
@@ -632,7 +646,8 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
     """``run(args)``'s exit status; bad input is one ``PROG: error:`` line and 2, never a traceback.
 
     A :class:`~gnplace.exceptions.GnplaceError`, an :class:`OSError` (a file that cannot be read or
-    written: ``PROG: error: FILE: reason``) and a ``SystemExit`` with a message are reported as one
+    written: ``PROG: error: FILE: reason``, a symbolic link loop too, which pathlib reports as a ``RuntimeError``
+    before Python 3.13: :func:`symlink_loop`) and a ``SystemExit`` with a message are reported as one
     line with status 2; other exceptions (programming errors) propagate. Warnings print as one
     ``PROG: warning: ...`` line each, and torch's warning about unsafe checkpoint loading, which
     only repeats the refusal of such a file, is silenced. The ``gnplace`` command and the scripts
@@ -692,6 +707,13 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
                 raise
             print(f"{prog}: {interrupted}", file=sys.stderr)
             return 130
+        except RuntimeError as err:
+            loop = symlink_loop(err)
+            if loop is None:
+                raise
+            print(f"{prog}: error: {describe_os_error(loop)}", file=sys.stderr)
+            _tell_waiting_ranks(describe_os_error(loop))
+            return 2
 
 
 def _stdout_to_devnull() -> None:

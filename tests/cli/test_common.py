@@ -451,3 +451,18 @@ def test_option_numbers_are_read_as_written():
                                    ["annealing"])
     assert options == {"annealing": {"batch": "010", "max_block": "1:30", "start": "08"}}
     assert parse_placer_options(["annealing.batch=10"], ["annealing"]) == {"annealing": {"batch": 10}}
+
+
+@pytest.mark.parametrize("flag, name", [("-o", "loop"), ("--device-map", "loop"), ("-o", "loop/p.json")])
+def test_an_output_through_a_symlink_loop_is_one_error_line(tmp_path, capsys, flag, name):
+    """pathlib's ``resolve()`` reports a link loop as a ``RuntimeError`` before Python 3.13: it was a traceback, exit 1."""
+    from gnplace.cli import main
+    from gnplace.graph_io import save_graph
+
+    graph = save_graph(chain_graph(3), tmp_path / "chain.gnpg")
+    (tmp_path / "loop").symlink_to(tmp_path / "back")
+    (tmp_path / "back").symlink_to(tmp_path / "loop")
+    assert main(["place", str(graph), "-c", "k80x2", "-p", "single", flag, str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "Too many levels of symbolic links" in err and str(tmp_path / "loop") in err, err
