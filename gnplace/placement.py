@@ -381,8 +381,9 @@ def save_placement(
     Raises:
         InvalidPlacement: if ``placement`` is not one of ``graph`` (another graph's was cut short, or written
             under this graph's op names), before anything is written.
-        InvalidArgument: if ``predicted`` holds what JSON cannot (NaN, infinity, a numpy number), or ``path`` is
-            no ``str`` or ``os.PathLike`` (None).
+        InvalidArgument: if ``placer`` is no ``str``, ``predicted`` no ``dict`` or one that holds what JSON cannot
+            (NaN, infinity, a numpy integer), or ``path`` no ``str`` or ``os.PathLike`` (None); nothing is
+            written then.
     """
     from gnplace.graph_io import write_atomically
 
@@ -396,12 +397,20 @@ def placement_file_bytes(
 
     Raises:
         InvalidPlacement: if ``placement`` is not one of ``graph``.
-        InvalidArgument: if ``predicted`` holds what JSON cannot (NaN, infinity, a numpy number).
+        InvalidArgument: if ``placer`` is no ``str``, or ``predicted`` no ``dict`` or one that holds what JSON
+            cannot (NaN, infinity, a numpy integer).
     """
     check_graph(graph)
     if not isinstance(placement, Placement):  # device indices or a mapping were an AttributeError ('check')
         raise InvalidArgument(f"placement must be a Placement (a placer's place(), load_placement or "
                               f"Placement.from_groups), got {reprlib.repr(placement)}")
+    # a numpy integer placer was blamed on predicted ('predicted must hold JSON values ..., got None'), and a
+    # placer of None or a predicted of 3 were written as they were, into fields that readers take as a name, a dict
+    if not isinstance(placer, str):
+        raise InvalidArgument(f"placement file: placer must be the placer's name (a str), got {reprlib.repr(placer)}")
+    if predicted is not None and not isinstance(predicted, dict):
+        raise InvalidArgument(f"placement file: predicted must be a dict (StepResult.to_dict()) or None, got "
+                              f"{reprlib.repr(predicted)}")
     placement.check(graph)
     data = {
         "format": FORMAT,

@@ -711,6 +711,23 @@ def test_save_placement_refuses_what_load_placement_would_refuse(tmp_path, k80x2
     assert not path.exists()
 
 
+@pytest.mark.parametrize("given, message", [
+    ({"placer": np.int64(3)}, "placer must be the placer's name (a str), got np.int64(3)"),
+    ({"placer": None}, "placer must be the placer's name (a str), got None"),
+    ({"predicted": 3}, "predicted must be a dict (StepResult.to_dict()) or None, got 3"),
+    ({"predicted": "placeto"}, "predicted must be a dict (StepResult.to_dict()) or None, got 'placeto'"),
+])
+def test_save_placement_refuses_a_placer_or_predicted_of_another_type(tmp_path, k80x2, given, message):
+    """A numpy integer placer was blamed on predicted ('predicted must hold JSON values ..., got None'); a placer of
+    None and a predicted of 3 were written as given, where the file's readers look for a name and a dict."""
+    from gnplace.exceptions import InvalidArgument
+
+    path = tmp_path / "p.json"
+    with pytest.raises(InvalidArgument, match=f"^placement file: {re.escape(message)}$"):
+        save_placement(path, chain_graph(3), Placement([0, 1, 0], k80x2), **given)
+    assert not path.exists()
+
+
 def test_a_cluster_or_graph_given_by_name_is_one_clear_error(k80x2):
     """``sim.time(g, "k80x2", p)`` was an AttributeError ('str' object has no attribute 'num_devices')."""
     from gnplace.exceptions import InvalidArgument
