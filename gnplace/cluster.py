@@ -510,10 +510,23 @@ def preset_names() -> list[str]:
 def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
     """Load a cluster by preset name (``"k80x4"``) or from a YAML file path.
 
+    Args:
+        spec (str, os.PathLike or Cluster): a preset's name (:func:`preset_names`), a YAML cluster file (a
+            ``.yaml`` or ``.yml`` name, or any file that exists), or a :class:`Cluster`, given back as it is.
+
+    Returns:
+        Cluster: its devices (FLOP/s, bytes/s, bytes) and links (bytes/s, seconds).
+
     Raises:
         InvalidCluster: with one line naming the file, the key and the problem, if the name is
             unknown or the file is malformed.
         InvalidArgument: if ``spec`` is no name, path or cluster (None).
+
+    Examples:
+        >>> load_cluster("k80x2")
+        Cluster(name='k80x2', devices=['gpu0', 'gpu1'])
+        >>> load_cluster("k80x2").devices[0].memory / 2**30  # bytes, 12 GiB
+        12.0
     """
     if isinstance(spec, Cluster):
         return spec

@@ -232,7 +232,11 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     refused: :func:`load_graph` reads it as an ONNX model.
 
     The file is first written beside its target and then renamed, so an interrupted save never
-    leaves a truncated graph where a good one was.
+    leaves a truncated graph where a good one was. Missing parent folders are made.
+
+    Args:
+        graph (OpGraph): the graph to write.
+        path (str or os.PathLike): the file to write.
 
     Returns:
         Path: the path written.
@@ -240,9 +244,12 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     Raises:
         InvalidArgument: if ``graph`` is no graph, or ``path`` no ``str`` or ``os.PathLike`` (None) or a ``.onnx`` name.
         InvalidGraph: if the graph's ``meta`` cannot be written as JSON that :func:`load_graph` reads back as it
-            is (a numpy number, NaN, a key that is not a string, nesting past the file's depth limit), or the file
-            would pass what :func:`load_graph` reads (:data:`~gnplace.limits.MAX_NODES` ops, its size, a gzip
-            file that unpacks more than :data:`~gnplace.limits.MAX_INFLATION` times); nothing is written then.
+            is (a numpy integer or float32, NaN, a key that is not a string, nesting past the file's depth
+            limit), or the file would pass what :func:`load_graph` reads (:data:`~gnplace.limits.MAX_NODES` ops,
+            its size, a gzip file that unpacks more than :data:`~gnplace.limits.MAX_INFLATION` times); nothing is
+            written then.
+        OSError: naming ``path``, if it cannot be written (``IsADirectoryError`` for a folder,
+            ``NotADirectoryError`` under a file, a read-only or full disk); a file there before stays as it was.
     """
     return write_atomically(path, graph_file_bytes(graph, path))
 

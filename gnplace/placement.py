@@ -384,6 +384,9 @@ def save_placement(
         InvalidArgument: if ``placer`` is no ``str``, ``predicted`` no ``dict`` or one that holds what JSON cannot
             (NaN, infinity, a numpy integer), or ``path`` no ``str`` or ``os.PathLike`` (None); nothing is
             written then.
+        OSError: naming ``path``, if it cannot be written (``IsADirectoryError`` for a folder,
+            ``NotADirectoryError`` under a file, a read-only or full disk); a file there before stays as it was.
+            Missing parent folders are made.
     """
     from gnplace.graph_io import write_atomically
 
