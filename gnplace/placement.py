@@ -105,10 +105,16 @@ class Placement(ReadOnlyArrays):
     """The device index of every op, for one cluster.
 
     Args:
-        devices (np.ndarray): int64 device index of each op, ``[num_ops]``.
+        devices (array-like): the device index of each op, ``[num_ops]``, kept as int64.
         cluster (Cluster): the cluster the indices refer to.
-        made_for (GraphKey, optional): the graph the placement was made for; :meth:`check` refuses
-            another (default: :obj:`None`, unknown: only the number of ops is checked).
+        made_for (GraphKey, optional): the graph the placement was made for (:meth:`GraphKey.of`); :meth:`check`
+            refuses another (default: :obj:`None`, unknown: only the number of ops is checked).
+
+    Raises:
+        InvalidPlacement: if ``devices`` are not whole numbers (of int64); whether each names a device of ``cluster`` is
+            checked where the placement is used (:meth:`check`).
+        InvalidArgument: if ``cluster`` is no :class:`~gnplace.cluster.Cluster` or ``made_for`` no
+            :class:`GraphKey` (the graph itself, or its name).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -125,6 +131,9 @@ class Placement(ReadOnlyArrays):
 
     def __post_init__(self) -> None:
         check_cluster(self.cluster)  # a preset's name was kept, and every use of it an AttributeError
+        if self.made_for is not None and not isinstance(self.made_for, GraphKey):  # (the graph itself, its name)
+            raise InvalidArgument(f"made_for must be a GraphKey (gnplace.placement.GraphKey.of(graph)) or None, got "
+                                  f"{type(self.made_for).__name__} {reprlib.repr(self.made_for)}")
         check_whole_devices(self.devices)
         array = np.array(self.devices, dtype=np.int64, copy=True)
         array.flags.writeable = False

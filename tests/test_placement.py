@@ -13,7 +13,7 @@ import pytest
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import GnplaceError, InvalidPlacement
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement, as_placement, load_placement, save_placement
+from gnplace.placement import GraphKey, Placement, as_placement, load_placement, save_placement
 from gnplace.toy import chain_graph, mlp_training_graph
 
 
@@ -742,6 +742,18 @@ def test_a_cluster_or_graph_given_by_name_is_one_clear_error(k80x2):
         Simulator().time_batch(graph, "k80x2", [[0, 0, 1]])
     with pytest.raises(InvalidArgument, match=re.escape("graph must be an OpGraph (gnplace.load_graph(path)), got 'g'")):
         as_placement("g", k80x2, [0, 0, 1])
+
+
+@pytest.mark.parametrize("made_for", [chain_graph(3), "chain3", 3])
+def test_a_placement_made_for_what_is_no_graph_key_is_refused_when_made(k80x2, made_for):
+    """``Placement(devices, cluster, made_for=graph)`` was taken, and every use of it (simulate, save_placement) an
+    AttributeError ('OpGraph' object has no attribute 'digest')."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"^made_for must be a GraphKey \(gnplace.placement.GraphKey.of\(graph\)\)"):
+        Placement([0, 1, 0], k80x2, made_for=made_for)
+    placement = Placement([0, 1, 0], k80x2, made_for=GraphKey.of(chain_graph(3)))
+    placement.check(chain_graph(3))
 
 
 def test_placement_files_and_placements_refuse_what_is_no_graph_placement_or_cluster(k80x2, tmp_path):
