@@ -85,7 +85,7 @@ def _profile(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from gnplace.cli.common import check_count, check_output_folder, print_json, writing
+    from gnplace.cli.common import check_count, check_output_file, check_output_folder, print_json, writing
     from gnplace.exceptions import InvalidArgument
     from gnplace.execute.base import real_timer
     from gnplace.execute.profile import (
@@ -128,6 +128,7 @@ def _profile(args: argparse.Namespace) -> int:
     check_output_folder(args.out)
     for name in ("graph.gnpg", "cluster.yaml", "fidelity.json"):  # before minutes of measuring, not after
         refuse_link(Path(args.out, name), "profile")  # a shared folder's link: written through, out of the folder
+        check_output_file(Path(args.out, name), "--out")  # a folder of that name: refused here, not once measured
     devices = args.devices.split(",") if args.devices else None
     if devices is not None:
         parse_torch_devices(devices)  # fail early on a name torch does not know

@@ -208,6 +208,25 @@ def test_an_output_linked_out_of_the_folder_is_refused_before_measuring(tmp_path
     assert outside.read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["cluster.yaml"]
 
 
+@pytest.mark.parametrize("name", ["graph.gnpg", "cluster.yaml", "fidelity.json"])
+def test_a_folder_in_place_of_an_output_file_is_refused_before_measuring(tmp_path, capsys, monkeypatch, name):
+    """OUT/graph.gnpg (or cluster.yaml, fidelity.json) a folder: 'cannot write OUT/graph.gnpg: Is a directory' once
+    every op and link had been measured (minutes on real devices), where evaluate refuses its outputs first."""
+    import gnplace.execute.profile
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before the outputs were checked")
+
+    monkeypatch.setattr(gnplace.execute.profile, "calibrate", measured)
+    out = tmp_path / "prof"
+    (out / name).mkdir(parents=True)
+    assert main(["profile", "gnplace.execute.examples:tiny", "--placements", "0", "--repeats", "1",
+                 "--timer", "local", "--devices", "cpu,cpu", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gnplace: error: --out {out / name}: is a folder, expected a file\n", err
+    assert sorted(p.name for p in out.iterdir()) == [name]
+
+
 @pytest.mark.heavy
 def test_torchrun_launch_rank_0_profiles_and_rank_1_serves(tmp_path):
     """Across hosts torchrun starts the ranks: rank 1 refused ('torchrun started 2 processes (this is rank 1)') and
