@@ -22,7 +22,15 @@ with command_imports():  # a command's Ctrl-C or bad setting in these imports: o
     ensure_numba_cache()  # before the kernels' modules: each kernel finds numba's cache folder when it is decorated
 
     from gnplace.cluster import Cluster, Device, load_cluster
-    from gnplace.exceptions import GnplaceError, InfeasiblePlacement, InvalidCluster, InvalidGraph, InvalidPlacement
+    from gnplace.exceptions import (
+        GnplaceError,
+        InfeasiblePlacement,
+        InvalidArgument,
+        InvalidCluster,
+        InvalidGraph,
+        InvalidPlacement,
+        UnknownName,
+    )
     from gnplace.graph import OpGraph
     from gnplace.graph_io import from_networkx, load_graph, save_graph, to_networkx
     from gnplace.placement import Placement, load_placement, save_placement
@@ -36,9 +44,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "apply",
-    "Cluster", "Device", "load_cluster", "GnplaceError", "InfeasiblePlacement", "InvalidCluster", "InvalidGraph",
-    "InvalidPlacement", "OpGraph", "from_networkx", "load_graph", "save_graph", "to_networkx", "Placement",
-    "load_placement", "save_placement", "PLACERS", "get_placer", "Simulator", "StepResult", "lower_bound", "simulate",
+    "Cluster", "Device", "load_cluster", "GnplaceError", "InfeasiblePlacement", "InvalidArgument", "InvalidCluster",
+    "InvalidGraph", "InvalidPlacement", "UnknownName", "OpGraph", "from_networkx", "load_graph", "save_graph",
+    "to_networkx", "Placement", "load_placement", "save_placement", "PLACERS", "get_placer", "Simulator", "StepResult",
+    "lower_bound", "simulate",
 ]
 
 

@@ -62,3 +62,19 @@ def test_every_public_callable_documents_its_arguments():
             if arg not in ("options",) and not re.search(rf"\b{arg}\b", doc):
                 undocumented.append(f"{name}({arg})")
     assert not undocumented, undocumented
+
+
+def test_every_error_a_public_callable_says_it_raises_is_public():
+    """``help(gnplace.simulate)`` says it raises ``InvalidArgument`` and ``UnknownName``, and ``load_graph`` and
+    ``get_placer`` too, yet neither was ``gnplace.InvalidArgument`` nor ``gnplace.UnknownName`` to catch."""
+    import builtins
+
+    missing = []
+    for name in gnplace.__all__:
+        raises = re.search(r"^Raises:\n((?:[ ].*\n?|\n)*)", inspect.getdoc(getattr(gnplace, name)) or "", re.M)
+        for listed in re.findall(r"^    (\w+(?:, \w+)*):", raises.group(1), re.M) if raises else []:
+            missing += [f"{name}: {error}" for error in listed.split(", ")
+                        if error not in gnplace.__all__ and not hasattr(builtins, error)]
+    assert not missing, missing
+    assert issubclass(gnplace.InvalidArgument, gnplace.GnplaceError)
+    assert issubclass(gnplace.UnknownName, gnplace.GnplaceError)
