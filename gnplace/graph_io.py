@@ -631,14 +631,23 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
 
 # ---------------------------------------------------------------------------------- networkx
 def to_networkx(graph: OpGraph) -> Any:
-    """A ``networkx.DiGraph`` view of ``graph``, nodes keyed by name.
+    """A ``networkx.DiGraph`` copy of ``graph``, nodes keyed by name (a change to it leaves ``graph`` as it is).
 
-    Node attributes: ``flops``, ``out_bytes``, ``param_bytes``, ``group``, ``op_type``, ``op_kind``,
+    Node attributes: ``flops`` (FLOP), ``out_bytes`` and ``param_bytes`` (bytes), ``group``, ``op_type``, ``op_kind``,
     ``phase`` (name), ``module`` and, where measured, ``cost_s`` (dict of device kind to seconds).
     Edge attributes: ``bytes`` and ``index``, the edge's position in ``graph``'s edge list (networkx lists edges by
     source node; :func:`from_networkx` keeps this order, so the round trip is ``==`` and has ``graph``'s
     fingerprint). Graph attributes: ``name``, ``meta`` and, where the graph has measured costs, ``cost_kinds``
     (every kind, also one no op was measured on).
+
+    Args:
+        graph (OpGraph): the graph.
+
+    Returns:
+        networkx.DiGraph: the graph as networkx holds it.
+
+    Raises:
+        InvalidArgument: if ``graph`` is no :class:`OpGraph` (None).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -729,8 +738,12 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
         G (networkx.DiGraph): the graph; its nodes' names become the op names (as ``str``).
         name (str, optional): the graph's name (default: ``G.graph["name"]``, else ``"graph"``).
 
+    Returns:
+        OpGraph: the graph.
+
     Raises:
         InvalidGraph: if the graph is undirected, cyclic, has invalid sizes or an unknown op kind.
+        InvalidArgument: if ``G`` is no networkx graph (None, a dict).
 
     Examples:
         >>> import networkx as nx
