@@ -31,6 +31,7 @@ import numbers
 import os
 import re
 import reprlib
+import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -539,7 +540,8 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
     (ranks filling one cache) never move each other's temporary file, also where they have the same process id
     (containers on two hosts of a multi-node run often do).
 
-    The parent folders are made. What was at ``path`` before stays as it was when the write fails. A
+    The parent folders are made. What was at ``path`` before stays as it was when the write fails, and a file
+    replaced keeps its permission bits (a file made anew has the umask's). A
     symbolic link is written through (its target is replaced, the link stays). A ``.tmp`` of ``path`` that a
     killed write left (``kill -9``: its process gone, the file an hour old) is removed
     (:func:`remove_stale_temporaries`).
@@ -584,6 +586,10 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
                 tmp.write_bytes(payload)
             except OSError as err:  # named by the file asked for, not its .tmp
                 raise OSError(err.errno, err.strerror or str(err), text) from err
+            with contextlib.suppress(OSError):  # (a filesystem without modes: the write goes on)
+                # a file replaced keeps its permissions: a placement.json made private (chmod 600) was 644 again
+                # after a rerun, as the umask gives a new file, where a write in place keeps them
+                os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
         for tmp, target, given in staged:
             try:
                 os.replace(tmp, target)

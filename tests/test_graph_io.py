@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import re
+import stat
 from pathlib import Path
 
 import networkx as nx
@@ -140,6 +142,23 @@ def test_save_over_existing_file_is_atomic(tmp_path):
     save_graph(rich_graph(), path)
     assert load_graph(path) == rich_graph()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.gnpg"]  # no temporary left behind
+
+
+@pytest.mark.skipif(os.name != "posix", reason="permission bits")
+def test_a_file_written_over_keeps_its_permissions(tmp_path):
+    """A graph or placement file made private (chmod 600) was 644 again once written over (the rename brought the
+    temporary file's umask permissions), where a write in place keeps the file's."""
+    from gnplace.graph_io import write_atomically
+
+    path = save_graph(rich_graph(), tmp_path / "g.gnpg")
+    for mode in (0o600, 0o640, 0o444):
+        path.chmod(mode)
+        save_graph(rich_graph(), path)
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+    fresh = write_atomically(tmp_path / "new.txt", b"x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask
 
 
 def test_interrupted_save_leaves_old_file_intact(tmp_path, monkeypatch):
