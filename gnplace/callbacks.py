@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -439,9 +440,23 @@ class TimedCheckpoint(L.Callback):
             raise KeyboardInterrupt
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Save the finished run (every rank calls it; rank 0 writes)."""
+        """Save the finished run (every rank calls it; rank 0 writes).
+
+        A save that fails here (a full disk, ``OSError``) is a warning, not the run's end: the run is over and its
+        result, still in memory, is what the caller writes next (a fine-tuning's ``placement.json``, a few KiB,
+        was lost with the search when the last checkpoint, hundreds of KiB, found the disk full). The checkpoint
+        before stays whole (written atomically); a ``--resume`` continues from it. A run of several processes still
+        ends on it: rank 0 would skip the barrier the others wait at after a save.
+        """
         self._restore()
-        trainer.save_checkpoint(self.path, weights_only=False)
+        try:
+            trainer.save_checkpoint(self.path, weights_only=False)
+        except OSError as err:
+            if trainer.world_size > 1:
+                raise
+            reason = err.strerror or type(err).__name__
+            warnings.warn(f"{self.path}: the finished run's last checkpoint could not be written ({reason}); "
+                          "the one before is kept", stacklevel=1)  # gnplace's: Lightning's own are silenced
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         """Give Ctrl-C back to the caller; save a run that SIGTERM stopped where no batch's end saw it."""

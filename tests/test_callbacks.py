@@ -724,3 +724,33 @@ def test_a_run_progress_bar_counting_evaluations_counts_them_to_the_budget_and_s
     assert seen["metrics"] == {"evaluations": 8}
     plain = RunProgressBar()  # an open-ended run counts its batches, titled by its epoch, as before
     assert plain.count_total is None and plain._get_train_description(3).strip() == "Epoch 3"
+
+
+def test_a_full_disk_at_the_last_save_of_a_finished_run_is_a_warning_and_keeps_the_checkpoint_before(
+        tmp_path, default_ctrl_c, monkeypatch):
+    """The run is over and its result in memory: a fine-tuning's search was lost with it (placement.json unwritten)."""
+    import errno
+
+    path = tmp_path / "last.ckpt"
+    real_save = AtomicCheckpointIO.save_checkpoint
+
+    def full_at_the_end(self, checkpoint, filepath, storage_options=None):
+        if checkpoint["global_step"] == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_save(self, checkpoint, filepath, storage_options)
+
+    class SaveAtStepTwo(L.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step == 2:
+                trainer.save_checkpoint(path, weights_only=False)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", full_at_the_end)
+    with quiet_lightning(), pytest.warns(UserWarning, match=r"last\.ckpt: the finished run's last checkpoint could "
+                                                            r"not be written \(No space left on device\); the one "
+                                                            r"before is kept"):
+        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=3600.0), SaveAtStepTwo()], max_steps=3,
+                                  plugins=[AtomicCheckpointIO()])
+        fit_interruptibly(trainer, BoringModel())
+    assert trainer.global_step == 3
+    assert torch.load(path, weights_only=False)["global_step"] == 2  # the one before, whole
+    assert list(tmp_path.glob("*.tmp*")) == []

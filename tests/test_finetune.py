@@ -661,3 +661,21 @@ def test_an_output_of_the_wrong_kind_is_refused_before_the_search(tmp_path, name
                                               "another -o"):
         finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
     assert sorted(p.name for p in out.iterdir()) == [name]
+
+
+def test_a_full_disk_at_the_searchs_last_checkpoint_still_writes_its_placement(tmp_path, monkeypatch):
+    """The finished search was lost with the last ``last.ckpt`` (hundreds of KiB) that found the disk full: no
+    ``placement.json`` (a few KiB) was written. It is now a warning, and the placement is written."""
+    import errno
+
+    from gnplace.callbacks import AtomicCheckpointIO
+
+    def full(self, checkpoint, filepath, storage_options=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", full)
+    path = save_graph(mlp_training_graph(layers=3, width=256, batch=32), tmp_path / "g.gnpg")
+    with pytest.warns(UserWarning, match="last checkpoint could not be written"):
+        summary = finetune(str(path), "k80x2", budget=24, samples=8, epochs=1, out=tmp_path / "run", progress=False)
+    assert summary is not None and (tmp_path / "run" / "placement.json").exists()
+    assert not (tmp_path / "run" / "last.ckpt").exists()
