@@ -22,7 +22,9 @@ the weights is refused as corrupt rather than loaded as a slightly different pol
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -54,7 +56,8 @@ def feature_set() -> dict[str, list[str]]:
 def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path`` (a link's target).
 
-    What was at ``path`` stays as it was when the write fails, and the temporary file is removed. The temporary
+    What was at ``path`` stays as it was when the write fails, and the temporary file is removed; a file replaced
+    keeps its permission bits (a file made anew has the umask's). The temporary
     file is named as :func:`~gnplace.graph_io.write_atomically` names its own (``NAME.PID.RANDOM.tmp``), so that
     one a ``kill -9`` left mid-write (an interval's ``last.ckpt``: megabytes, one more each kill) is removed by
     a later write of ``path`` (:func:`~gnplace.graph_io.remove_stale_temporaries`); ``.NAME.RANDOM`` stayed forever.
@@ -76,6 +79,8 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
             torch.save(obj, handle)
             handle.flush()
             os.fsync(handle.fileno())
+        with contextlib.suppress(OSError):  # a file replaced keeps its permissions (a private last.ckpt stays so)
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(tmp, path)
     except BaseException as err:
         if not isinstance(err, FileExistsError):  # (the name another write took: not ours to remove)

@@ -459,3 +459,21 @@ def test_a_checkpoint_write_killed_before_its_rename_leaves_nothing_the_next_wri
     atomic_torch_save({"step": 3}, path)
     assert [entry.name for entry in tmp_path.iterdir()] == ["last.ckpt"]
     assert torch.load(path, weights_only=True) == {"step": 3}
+
+
+def test_a_checkpoint_written_over_keeps_its_permissions(tmp_path):
+    """A ``last.ckpt`` made private (chmod 600) was 644 again after the next interval's save (the rename brought
+    the temporary file's umask permissions)."""
+    import os
+    import stat
+
+    from gnplace.policy.checkpoint import atomic_torch_save
+
+    path = atomic_torch_save({"step": 1}, tmp_path / "last.ckpt")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # a new file: the umask's
+    for mode in (0o600, 0o640, 0o444):
+        path.chmod(mode)
+        atomic_torch_save({"step": 2}, path)
+        assert stat.S_IMODE(path.stat().st_mode) == mode
