@@ -420,3 +420,47 @@ def test_never_fits_proves_activations_that_no_cluster_of_that_memory_holds(tmp_
     assert _every_placement_overflows(g, tight)
     one = float(Simulator().time(g, small, np.zeros(g.num_ops, dtype=np.int64)).peak_memory.max())
     assert not never_fits(g, _cluster_of(tmp_path, one, one))  # one device holds it all
+
+
+def _two_first_backward_ops(scale: int = 1) -> OpGraph:
+    """a -> x (backward) and a -> b -> y (backward), y -> z (backward): x and y start the backward pass.
+
+    In topological order (ties by index) a, x, b, y, z. When x starts, a's output (100 x ``scale`` bytes, read by x)
+    is live; when y starts, b's (1,000 x ``scale``, read by y) is, a's no longer needed by y or z.
+    """
+    s = scale
+    return OpGraph(["a", "x", "b", "y", "z"], [(0, 1), (0, 2), (2, 3), (3, 4)], phase=[0, 1, 0, 1, 1],
+                   out_bytes=[100 * s, 1, 1000 * s, 2, 1], edge_bytes=[100 * s, 100 * s, 1000 * s, 2],
+                   param_bytes=[7, 0, 0, 0, 0])
+
+
+def test_the_live_memory_floor_is_taken_at_the_first_backward_ops_latest_first():
+    """A candidate is a backward op that follows no backward op (not z), the latest in topological order first (y,
+    then x), and one of positive seconds on every kind of device: each was untested (mutants that took every
+    backward op, the earliest first, or ops of 0 s passed)."""
+    from gnplace.sim.bounds import live_memory_floor
+
+    g = _two_first_backward_ops()
+    ones = np.ones((g.num_ops, 2))
+    at_x, at_y = 7 + 1 + 100, 7 + 2 + 1000  # parameters, the op's output, what its ancestors hold for it
+    assert live_memory_floor(g, ones) == at_y
+    assert live_memory_floor(g, ones, candidates=1) == at_y  # y, not x (earliest) nor z (follows y)
+    assert live_memory_floor(g, ones, candidates=2) == max(at_x, at_y)
+    no_y = ones.copy()
+    no_y[3, 1] = 0.0  # y takes 0 s on the second kind: what it reads may be freed as it starts
+    assert live_memory_floor(g, no_y) == at_x
+    assert live_memory_floor(g, np.zeros((g.num_ops, 1))) == 7  # no candidate: the parameters alone
+
+
+def test_never_fits_claims_nothing_within_its_rounding_margin(tmp_path):
+    """``never_fits`` proves a floor past the memory by more than its margin for float sums (1e-6 of the floor plus
+    twice the outputs), not one a byte past it (a mutant without the margin passed)."""
+    from gnplace.sim.bounds import live_memory_floor, never_fits
+
+    g = _two_first_backward_ops(scale=10**6)
+    floor = live_memory_floor(g, Simulator().cost_model.op_time_columns(g, load_cluster("k80x2"))[0])
+    assert floor == 7 + 2 + 1000 * 10**6
+    slack = 1e-6 * (floor + 2.0 * float(g.out_bytes.sum()))  # 3,200 bytes
+    assert not never_fits(g, _cluster_of(tmp_path, floor - 1))
+    assert not never_fits(g, _cluster_of(tmp_path, floor - slack + 1))
+    assert never_fits(g, _cluster_of(tmp_path, floor - slack - 1))
