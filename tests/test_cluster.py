@@ -1022,3 +1022,25 @@ def test_the_inverse_bandwidths_are_kept_read_only_while_the_links_are_the_same(
     first = loose.inverse_bandwidth()
     loose.bandwidth[0, 1] = 1e9
     assert loose.inverse_bandwidth()[0, 1] == 1e-9 != first[0, 1] and not first.flags.writeable
+
+
+def test_a_subset_keeps_each_links_direction():
+    """Links of another bandwidth and latency each way: a subset's row-to-column link is the one between those
+    devices, not its reverse (v100x8's links are the same both ways; a transposed latency passed)."""
+    base = load_cluster("k80x4")
+    bandwidth = np.arange(1.0, 17.0).reshape(4, 4) * 1e9
+    latency = np.arange(1.0, 17.0).reshape(4, 4) * 1e-6
+    c = Cluster(base.devices, bandwidth, latency, name="skew")
+    sub = c.subset([3, 1])
+    assert sub.bandwidth[0, 1] == 14e9 and sub.bandwidth[1, 0] == 8e9
+    assert sub.latency[0, 1] == 14e-6 and sub.latency[1, 0] == 8e-6
+
+
+def test_a_device_is_a_cpu_by_its_kind_or_its_name():
+    """``is_cpu`` reads the kind (``cpu``, ``cpu-4t``) or the name (``cpu0``); a mutant that read the kind alone
+    passed."""
+    gpu = load_cluster("k80x2").devices[0]
+    assert not gpu.is_cpu
+    assert dataclasses.replace(gpu, name="cpu0").is_cpu
+    assert dataclasses.replace(gpu, kind="cpu-4t").is_cpu
+    assert not dataclasses.replace(gpu, name="gpu-cpu").is_cpu
