@@ -597,3 +597,32 @@ def test_module_units_keep_a_module_named_like_another_groups_placeholder_apart(
                 flops=[1e9] * len(odd), module=odd)
     for target in range(1, len(odd)):
         assert np.array_equal(module_units(g, target), _module_units_reference(g, target)), target
+
+
+def test_heavy_edge_matching_merges_a_pair_whose_seconds_reach_the_cap_exactly():
+    """A pair merges while its seconds sum to at most the cap: two 1 s ops to one group (cap 2 s) merge, a cap of 1.9 s
+    keeps them apart (a mutant that merged only under the cap passed)."""
+    g = chain_graph(2)
+    assert heavy_edge_matching(g, np.ones(2), 1).tolist() == [0, 0]
+    assert heavy_edge_matching(g, np.ones(2), 1, cap_factor=0.95).tolist() == [0, 1]
+
+
+def test_module_units_take_a_level_that_leaves_a_quarter_of_the_target():
+    """A level is refused only where it leaves fewer than a quarter of ``target`` units: three modules of eight ops,
+    to 7 units, are taken (3 >= 7 / 4; a mutant that asked for half the target kept the eight ops apart)."""
+    modules = ["m0.a", "m0.b", "m0.c", "m1.a", "m1.b", "m1.c", "m2.a", "m2.b"]
+    g = OpGraph([f"v{i}" for i in range(8)], [(i, i + 1) for i in range(7)], module=modules)
+    assert module_units(g, 7).tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert module_units(g, 8).tolist() == list(range(8))  # 8 groups <= target: nothing to merge
+
+
+def test_a_nodes_written_bytes_are_its_leaving_outputs_and_its_largest_internal_one():
+    """a -> b -> c with a and b in node 0: b's 100 bytes leave it and a's 10 stay inside; c's 5 are the step's
+    result. The largest internal output counts internal outputs alone (a mutant that took b's too passed)."""
+    from gnplace.coarsen import node_output_bytes, node_written_bytes
+
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], out_bytes=[10, 100, 5])
+    node_of_op = np.array([0, 0, 1])
+    leaving, largest, peak = node_output_bytes(g, node_of_op)
+    assert leaving.tolist() == [100.0, 5.0] and largest.tolist() == [10.0, 0.0] and peak.tolist() == [110.0, 5.0]
+    assert node_written_bytes(g, node_of_op).tolist() == [110.0, 5.0]
