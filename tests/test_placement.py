@@ -867,3 +867,19 @@ def test_a_placement_refuses_a_graph_whose_op_names_differ_only_in_where_a_nul_f
         as_placement(other, k80x2, Placement.from_groups(one, k80x2, [0, 1]))
     assert GraphKey.of(OpGraph(["a\0b", "c"], [(0, 1)])) == GraphKey.of(one)
     assert GraphKey.of(chain_graph(3)).digest == "deb452d03c411c904ba03c4039ed5dc38db31feba24fc345a452e94787129020"
+
+
+def test_a_placement_read_on_a_smaller_cluster_names_the_device_it_lacks():
+    """A k80x4 placement on device 2 read on k80x2: device 2 is off k80x2, so no device is compared there and
+    ``check`` names the op (a mutant that compared it too was an IndexError)."""
+    g = chain_graph(2)
+    with pytest.raises(InvalidPlacement, match=r"^op 'op1' is placed on device 2, but cluster 'k80x2' has devices 0\.\.1$"):
+        as_placement(g, load_cluster("k80x2"), Placement(np.array([0, 2]), load_cluster("k80x4")))
+
+
+def test_an_unknown_device_lists_all_eight_devices_of_a_cluster_of_eight():
+    """Up to eight device names are listed in full, more are cut short (a mutant that cut eight short passed)."""
+    g = chain_graph(1)
+    names = ", ".join(f"gpu{k}" for k in range(8))
+    with pytest.raises(InvalidPlacement, match=rf"unknown device 'tpu0' \(cluster 'v100x8' has {names}\)$"):
+        as_placement(g, load_cluster("v100x8"), {"op0": "tpu0"})
