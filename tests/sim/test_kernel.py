@@ -226,6 +226,26 @@ def test_ready_ops_of_one_instant_queue_in_the_order_of_their_events():
     assert out[3].tolist() == [0.0, 0.0, 0.0, 1.5, 2.5, 3.5]
 
 
+def test_what_an_op_of_zero_seconds_held_counts_at_its_instant_alone():
+    # device 0 runs op0 (1 s, 100 B) -> op1 (0 s) -> op2 (1 s, 200 B) -> op3 (1 s, 200 B). op1 holds op0's 100 B at
+    # 1 s, freed as it ends; op2's and op3's outputs are live together from 2 s: the peak is 400 B. Counted again at
+    # a later instant (a mutant that never cleared them passed), op0's 100 B made it 500 B
+    out = step([0, 0, 0, 0], [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0], [1.0, 1.0]], [100.0, 0.0, 200.0, 200.0],
+               [(0, 1), (1, 2), (2, 3)])
+    assert out[3].tolist() == [0.0, 1.0, 1.0, 2.0] and out[0] == 3.0
+    assert out[2].tolist() == [400.0, 0.0]
+
+
+def test_placeto_sends_the_most_bytes_one_remote_device_reads():
+    # op0's 100 B output: 50 B to op1 on device 1, 100 B to op2 on device 2, one transfer over the sender's channel of
+    # the larger (a mutant that sent the first device's 50 B passed): 1 s at 0.01 s/B, then each consumer's 1 s
+    cost = [[1.0] * 3] * 3
+    out = step([0, 1, 2], cost, [100.0, 0.0, 0.0], [(0, 1), (0, 2)], edge_bytes=[50.0, 100.0], mode=1,
+               channel_inv_bw=0.01)
+    assert out[5] == 1 and out[9][0] == 100.0
+    assert out[0] == pytest.approx(3.0) and out[2].tolist() == [100.0, 100.0, 100.0]
+
+
 def test_a_cycle_never_finishes():
     out = step([0, 0], [[1.0, 1.0], [1.0, 1.0]], [1.0, 1.0], [(0, 1), (1, 0)])
     assert out[0] == -1.0
