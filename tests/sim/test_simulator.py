@@ -478,6 +478,11 @@ def test_a_process_forked_after_numbas_pool_started_times_its_batches(start):
     assert done.stdout.split() == ["True"]
 
 
+def test_a_simulator_keeps_16_graphs_prepared_by_default():
+    """The documented default of ``cache_size`` (a mutant of it passed)."""
+    assert Simulator().cache_size == 16 and Simulator("placeto").cache_size == 16
+
+
 @pytest.mark.parametrize("size", [-1, 2.5, True, "16"])
 def test_a_cache_size_that_is_not_a_count_is_refused(size):
     """-1 emptied the cache and then popped from it: a KeyError on the first time()."""
