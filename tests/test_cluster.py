@@ -1044,3 +1044,10 @@ def test_a_device_is_a_cpu_by_its_kind_or_its_name():
     assert dataclasses.replace(gpu, name="cpu0").is_cpu
     assert dataclasses.replace(gpu, kind="cpu-4t").is_cpu
     assert not dataclasses.replace(gpu, name="gpu-cpu").is_cpu
+
+
+def test_a_devices_defaults_are_the_documented_ones():
+    """Efficiencies 0.5 and 0.7, a launch overhead of 5 us and no message CPU, as Device's docstring says (mutants of
+    the memory efficiency's and the launch overhead's defaults passed)."""
+    d = Device("d", "custom", peak_flops=1e12, mem_bandwidth=1e11, memory=2**30)
+    assert (d.flops_efficiency, d.mem_efficiency, d.launch_overhead, d.message_cpu) == (0.5, 0.7, 5e-6, 0.0)
