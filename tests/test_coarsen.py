@@ -626,3 +626,26 @@ def test_a_nodes_written_bytes_are_its_leaving_outputs_and_its_largest_internal_
     leaving, largest, peak = node_output_bytes(g, node_of_op)
     assert leaving.tolist() == [100.0, 5.0] and largest.tolist() == [10.0, 0.0] and peak.tolist() == [110.0, 5.0]
     assert node_written_bytes(g, node_of_op).tolist() == [110.0, 5.0]
+
+
+def test_metis_parts_leaves_units_no_more_than_the_parts_alone(monkeypatch):
+    """As many units as parts: each is its own part, without METIS (a mutant that called it then passed)."""
+    import pymetis
+
+    from gnplace.coarsen import metis_parts
+
+    def refused(*args, **kwargs):
+        raise AssertionError("METIS called")
+
+    monkeypatch.setattr(pymetis, "part_graph", refused)
+    g = chain_graph(3)
+    assert metis_parts(g, np.arange(3), np.ones(3), 3).tolist() == [0, 1, 2]
+    assert metis_parts(g, np.arange(3), np.ones(3), 4).tolist() == [0, 1, 2]
+
+
+def test_coarsen_within_coarsens_again_a_graph_one_node_over():
+    """A 4-op chain within 3 nodes: its coarse graph of every group has 4, one over, so it is coarsened again (a
+    mutant that let one node over pass returned 4)."""
+    c = coarsen_within(chain_graph(4), 3, load_cluster("k80x2"))
+    assert c.graph.num_ops <= 3
+    assert coarsen_within(chain_graph(4), 4, load_cluster("k80x2")).graph.num_ops == 4
