@@ -305,13 +305,17 @@ def _check_same_devices(placement: Placement, cluster: Cluster) -> None:
     Indices name devices by position: ``single``'s ``[0, 0]`` on ``k80x2`` (a K80) read on ``cpu_gpu`` put
     every op on its CPU, 8x slower, without a word. Where every device used has the same name and kind at
     its index (``k80x2``'s placement on ``k80x4``, another cluster file of those devices, a placeto-mode
-    copy), it is read as it is, as placement files are read by device name.
+    copy), it is read as it is, as placement files are read by device name. A device index past the cluster
+    it was made for is refused too, where ``cluster`` has that index (``check()`` there would not see it).
 
     Raises:
-        InvalidPlacement: naming the first device that differs.
+        InvalidPlacement: naming the first device that differs, or the index its own cluster lacks.
     """
     made_on = placement.cluster
     for index in np.unique(placement.devices).tolist():
+        if made_on.num_devices <= index < cluster.num_devices:  # check() on cluster would find it there
+            raise InvalidPlacement(f"placement uses device {index}, but cluster {made_on.name!r}, which it was made "
+                                   f"for, has devices 0..{made_on.num_devices - 1}")
         if not 0 <= index < min(made_on.num_devices, cluster.num_devices):
             continue  # off either cluster: check() names the op
         was, now = made_on.devices[index], cluster.devices[index]

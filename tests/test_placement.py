@@ -877,6 +877,16 @@ def test_a_placement_read_on_a_smaller_cluster_names_the_device_it_lacks():
         as_placement(g, load_cluster("k80x2"), Placement(np.array([0, 2]), load_cluster("k80x4")))
 
 
+def test_a_placement_on_a_device_its_own_cluster_lacks_is_refused_on_a_larger_one():
+    """Device 2 of a k80x2 placement (invalid there) was read on k80x4 without a word: check() ran on k80x4."""
+    g = chain_graph(2)
+    with pytest.raises(InvalidPlacement, match=r"^placement uses device 2, but cluster 'k80x2', which it was made "
+                                               r"for, has devices 0\.\.1$"):
+        as_placement(g, load_cluster("k80x4"), Placement(np.array([0, 2]), load_cluster("k80x2")))
+    assert as_placement(g, load_cluster("k80x4"), Placement(np.array([0, 1]), load_cluster("k80x2"))).devices.tolist() \
+        == [0, 1]
+
+
 def test_an_unknown_device_lists_all_eight_devices_of_a_cluster_of_eight():
     """Up to eight device names are listed in full, more are cut short (a mutant that cut eight short passed)."""
     g = chain_graph(1)
