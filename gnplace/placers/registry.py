@@ -448,6 +448,13 @@ def get_placer(name: str, **options: Any) -> Placer: ...
 def get_placer(name: str, **options: Any) -> Placer:
     """A new placer registered as ``name``, built with ``options``.
 
+    Args:
+        name (str): a registered name (``gnplace.placers.PLACERS.names()``: ``single``, ``auto``, ``policy``, ...).
+        **options: the keyword arguments of the placer's class, each documented in its docstring
+            (``help(get_placer("annealing"))``; on the command line ``-O annealing.start=heft``). ``timer``
+            (a :class:`~gnplace.sim.timer.StepTimer`) and ``budget`` (timer evaluations) are shared by the placers
+            that take them; a placer refuses an option it does not take. The seed is ``place``'s.
+
     Returns:
         Placer: call ``.place(graph, cluster, seed=...)`` for a :class:`~gnplace.placement.Placement`. A
         shipped name's placer is typed as its class (``get_placer("exact")`` as

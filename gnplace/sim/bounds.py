@@ -279,6 +279,11 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
         times (np.ndarray, optional): op times ``[num_ops, num_devices]`` to use, such as
             ``timer.cost_model.op_times(graph, cluster)`` (default: the default cost model's).
 
+    Returns:
+        Bound: ``critical_path`` (seconds: the longest chain of op times, each op on its fastest device, no
+        transfer), ``work`` (seconds: the least time in which the devices together can do every op's work) and
+        ``value``, the larger of the two. No placement's simulated step is shorter than ``value``.
+
     Raises:
         InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`, or
             ``times`` is not ``[num_ops, num_devices]`` finite seconds >= 0.

@@ -125,6 +125,10 @@ class Simulator(StepTimer):
     Attributes:
         cost_model (CostModel): the costs this simulator charges (set by ``mode``).
 
+    Raises:
+        UnknownName: if ``mode`` is neither ``"default"`` nor ``"placeto"``.
+        InvalidArgument: if ``cache_size`` is no whole number >= 0.
+
     Examples:
         >>> from gnplace.toy import chain_graph
         >>> from gnplace.cluster import load_cluster
