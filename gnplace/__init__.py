@@ -23,13 +23,18 @@ with command_imports():  # a command's Ctrl-C or bad setting in these imports: o
 
     from gnplace.cluster import Cluster, Device, load_cluster
     from gnplace.exceptions import (
+        BudgetExhausted,
+        ExecutionFailed,
         GnplaceError,
         InfeasiblePlacement,
         InvalidArgument,
+        InvalidCheckpoint,
         InvalidCluster,
         InvalidGraph,
         InvalidPlacement,
+        MissingDependency,
         UnknownName,
+        UnsupportedGraph,
     )
     from gnplace.graph import OpGraph
     from gnplace.graph_io import from_networkx, load_graph, save_graph, to_networkx
@@ -44,8 +49,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "apply",
-    "Cluster", "Device", "load_cluster", "GnplaceError", "InfeasiblePlacement", "InvalidArgument", "InvalidCluster",
-    "InvalidGraph", "InvalidPlacement", "UnknownName", "OpGraph", "from_networkx", "load_graph", "save_graph",
+    "Cluster", "Device", "load_cluster",
+    "GnplaceError", "BudgetExhausted", "ExecutionFailed", "InfeasiblePlacement", "InvalidArgument", "InvalidCheckpoint",
+    "InvalidCluster", "InvalidGraph", "InvalidPlacement", "MissingDependency", "UnknownName", "UnsupportedGraph",
+    "OpGraph", "from_networkx", "load_graph", "save_graph",
     "to_networkx", "Placement", "load_placement", "save_placement", "PLACERS", "get_placer", "Simulator", "StepResult",
     "lower_bound", "simulate",
 ]

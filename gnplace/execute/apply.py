@@ -408,6 +408,12 @@ def apply(
     Returns:
         PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients.
 
+    Raises:
+        InvalidArgument: for what is no module, step, device name or loss of the kinds above.
+        InvalidPlacement: if the placement is of another graph or cluster, or the file cannot be read as one.
+        UnsupportedGraph: if the model's training step cannot be recorded (an op the importer cannot follow).
+        ExecutionFailed: if the placed step cannot run on the devices named (a CUDA device torch does not see).
+
     Examples:
         >>> import torch
         >>> from gnplace.cluster import load_cluster
