@@ -8,12 +8,13 @@ import pytest
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import UnknownName
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import Placement, as_placement
 from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
-from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
+from gnplace.sim.timer import BatchResult, BudgetedTimer, StepResult, StepTimer
+from gnplace.toy import chain_graph, layered_graph, mlp_training_graph, toy_cluster
 
 
 def test_name_and_repr():
@@ -299,3 +300,106 @@ def test_no_progress_reaches_the_search_it_starts_from(bars_asked):
     shown.clear()
     AnnealingPlacer(budget=5, start="random_search").place(g, c, seed=0)  # not asked: the start's own default
     assert shown == [None]
+
+
+class _Tilted(StepTimer):
+    """A timer of known energies: 1 s plus ``tilt`` seconds per op on device 0; with ``spill``, device 1 is over
+    memory by half its capacity whenever it holds an op (an overflow of 0.5 on two alike devices)."""
+
+    def __init__(self, tilt: float = 1e-3, spill: bool = False) -> None:
+        self.tilt, self.spill = tilt, spill
+
+    def time_batch(self, graph, cluster, placements):
+        p = np.asarray(placements)
+        peak = np.zeros((p.shape[0], cluster.num_devices))
+        if self.spill:
+            peak[:, 1] = np.where((p == 1).any(axis=1), 1.5 * cluster.memory[1], 0.0)
+        return BatchResult(1.0 + self.tilt * (p == 0).sum(axis=1), np.zeros_like(peak), peak,
+                           (peak > cluster.memory).any(axis=1))
+
+    def time(self, graph, cluster, placement, *, timeline=False):
+        batch = self.time_batch(graph, cluster, as_placement(graph, cluster, placement).devices[None, :])
+        return StepResult(float(batch.step_time[0]), batch.busy_time[0], batch.peak_memory[0], cluster.memory,
+                          [d.name for d in cluster.devices])
+
+
+class _Listed:
+    """Moves that propose the given placements in turn."""
+
+    def __init__(self, proposals) -> None:
+        self.proposals = iter(proposals)
+
+    def propose(self, current, num_devices, rng):
+        return np.asarray(next(self.proposals))
+
+
+def test_the_temperature_cools_geometrically_from_t0_to_t_end_over_the_budget(monkeypatch):
+    """T_i = T_0 (T_end / T_0)^(i / (B - 1)): a chain that never cooled, or heated, or tested exp(+delta / T), passed."""
+    from gnplace.placers import annealing
+
+    timer, g, c = _Tilted(), chain_graph(1), toy_cluster(2)  # the one op is 1 ms slower on device 0
+    placer = AnnealingPlacer(budget=101, initial_temperature=1e-3, final_temperature=1e-5, reheat_after=None,
+                             timer=timer)
+    scorer, rng, exponents = BudgetedTimer(timer, placer.budget), np.random.default_rng(0), []
+    exp = np.exp
+    monkeypatch.setattr(annealing.np, "exp", lambda x: exponents.append(np.array(x)) or exp(x))
+    # eight proposals a batch (acceptance 1/8), each the one op moved to device 0: 1 ms worse, delta 1e-3 of scale 1
+    placer._step(g, c, scorer, _Listed([[0]] * 8), rng, np.array([1]), 1.0, 1 / 8, 1.0, (0, 1e-3))
+    scorer.time_groups(g, c, np.ones((85, 1), dtype=np.int64))  # evaluations 8 to 92
+    placer._step(g, c, scorer, _Listed([[0]] * 8), rng, np.array([1]), 1.0, 1 / 8, 1.0, (0, 1e-3))
+    monkeypatch.undo()
+    assert scorer.evaluations == 101
+    temperatures = -1e-3 / np.concatenate(exponents)
+    index = np.r_[0:8, 93:101]
+    assert temperatures == pytest.approx(1e-3 * (1e-5 / 1e-3) ** (index / 100), rel=1e-9)
+    assert temperatures[-1] == pytest.approx(1e-5, rel=1e-12)  # T_end at the last evaluation
+
+
+def test_the_first_accepted_proposal_of_a_batch_moves_the_chain():
+    """Proposals are tested in order and the first accepted one is taken (a later, better one is dropped)."""
+    timer, g, c = _Tilted(), chain_graph(2), toy_cluster(2)
+    placer = AnnealingPlacer(budget=10, timer=timer)
+    proposals = [[0, 1], [1, 1]]  # energies 1.001 and 1.000 from 1.002: both accepted
+    current, energy, _ = placer._step(g, c, BudgetedTimer(timer, 10), _Listed(proposals), np.random.default_rng(0),
+                                      np.array([0, 0]), 1.002, 0.5, 1.0, (0, 1e-3))
+    assert current.tolist() == [0, 1] and energy == pytest.approx(1.001)
+
+
+def _first_state(monkeypatch, placer, graph, cluster):
+    """Run ``placer``; the placement and energy the chain's first step starts from."""
+    from gnplace.placers import annealing
+
+    first = []
+    step = annealing.AnnealingPlacer._step
+
+    def spy(self, graph, cluster, scorer, moves, rng, current, current_energy, *rest):
+        first.append((current.copy(), current_energy))
+        return step(self, graph, cluster, scorer, moves, rng, current, current_energy, *rest)
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "_step", spy)
+    placer.place(graph, cluster, seed=0)
+    return first[0]
+
+
+def test_the_chain_starts_from_the_start_candidate_of_least_energy(monkeypatch):
+    """Of the ``best`` candidates (each single device, round robin) the chain takes the lowest energy, not the first."""
+    g, c = chain_graph(3), toy_cluster(2)
+    current, energy = _first_state(monkeypatch, AnnealingPlacer(budget=20, start="best", timer=_Tilted()), g, c)
+    assert current.tolist() == [1, 1, 1] and energy == 1.0
+
+
+def test_the_energy_multiplies_the_step_by_one_plus_the_penalty_times_the_overflow(monkeypatch):
+    """E = t (1 + rho overflow): all on device 1 is the fastest step but 0.5 over memory, 1 * (1 + 10 * 0.5)."""
+    g, c = chain_graph(3), toy_cluster(2)
+    timer = _Tilted(spill=True)
+    current, energy = _first_state(monkeypatch, AnnealingPlacer(budget=20, start="single", timer=timer), g, c)
+    assert current.tolist() == [0, 0, 0] and energy == pytest.approx(1.003)  # 1.003 fits; 1.0 * 6 overflows
+    current, energy = _first_state(monkeypatch, AnnealingPlacer(budget=20, start="round_robin", timer=timer), g, c)
+    assert current.tolist() == [0, 1, 0] and energy == pytest.approx(1.002 * (1 + 10 * 0.5))
+
+
+def test_never_reheats_in_the_last_tenth_of_the_budget(monkeypatch):
+    """A chain that has stalled for ``reheat_after`` of the budget only after 90% of it keeps cooling to the end."""
+    g, c = chain_graph(3), toy_cluster(2)  # from all on device 1, the lowest energy, every move is worse: a stall
+    calls = _schedules(monkeypatch, AnnealingPlacer(budget=600, start="single", reheat_after=0.92, timer=_Tilted()), g, c)
+    assert {schedule for _, schedule, _, _ in calls} == {(0, 0.001)}
