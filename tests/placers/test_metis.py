@@ -197,3 +197,18 @@ def test_metis_weights_are_positive_even_for_groups_of_no_seconds_or_bytes():
     assert weights.tolist() == [1, 26, 76]
     assert weights.dtype == np.int64
     assert _integer_weights(np.zeros(3), 100.0).tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("heavy, together", [((0, 3), [[0, 1], [2, 3]]), ((1, 2), [[0, 2], [1, 3]])])
+def test_the_cut_keeps_the_heavy_edges_inside_a_part(heavy, together):
+    """Edges are weighted by bytes: of a diamond's two balanced cuts, each of two edges, the one of light edges.
+
+    Without the bytes METIS sees the same graph in both cases and cuts it the same way, wrong in one of them.
+    """
+    edge_bytes = [1e3] * 4
+    for e in heavy:
+        edge_bytes[e] = 1e9
+    g = OpGraph(["a", "b", "c", "d"], [(0, 1), (0, 2), (1, 3), (2, 3)], edge_bytes=edge_bytes)
+    for seed in range(3):
+        parts = partition_groups(g, np.ones(4), 2, seed=seed)
+        assert [sorted(np.flatnonzero(parts == parts[i]).tolist()) for i in (together[0][0], together[1][0])] == together
