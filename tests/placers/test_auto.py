@@ -69,3 +69,14 @@ def test_no_progress_reaches_a_search_among_its_candidates(bars_asked):
     placer.progress = False  # as gnplace place --no-progress and evaluate's workers set it
     placer.place(layered_graph(12, seed=0), load_cluster("k80x2"), seed=0)
     assert shown == [False]
+
+
+def test_a_placement_that_fits_wins_over_a_faster_one_out_of_memory():
+    """Fits first, then the step: round robin's half on cpu_gpu's 16 GiB GPU is twice as fast as all on the CPU, and over
+    its memory; ``last_oom`` says which candidate overflows."""
+    g, c = mlp_training_graph(layers=2, width=49152, batch=256), load_cluster("cpu_gpu")
+    placer = AutoPlacer(candidates=("single", "round_robin"))
+    placed = placer.place(g, c)
+    assert placer.last_step_times["round_robin"] < placer.last_step_times["single"]
+    assert placer.last_oom == {"single": False, "round_robin": True}
+    assert placer.last_choice == "single" and not Simulator().time(g, c, placed).is_oom
