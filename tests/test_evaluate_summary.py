@@ -129,3 +129,10 @@ def test_a_line_with_some_infinite_ratios_is_the_mean_of_the_others():
     assert _mean_ratio([math.inf, 2.0, 0.5]) == 1.0
     assert _mean_ratio([math.inf, math.inf]) == math.inf
     assert math.isnan(_mean_ratio([]))
+
+
+def test_the_mean_placement_time_counts_runs_out_of_memory():
+    """A placement over memory was made, in its time: it is left out of the ratios, not of ``place_s``."""
+    over = Row(**{**row("g2", "heft", 1.0, oom=True).__dict__, "place_seconds": 3.0})
+    (line,) = summarise([Row(**{**row("g1", "heft", 1.0).__dict__, "place_seconds": 1.0}), over])
+    assert line["place_s"] == 2.0 and line["oom"] == 1
