@@ -130,3 +130,22 @@ def test_against_single_and_round_robin_on_the_example(cluster, example_step_tim
     # one tower per GPU on two GPUs; on four, each tower is cut into two blocks, which overlap less
     # of the backward pass than round robin's alternating layers
     assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin
+
+
+def test_a_recurrence_of_one_layer_is_cut_into_blocks():
+    """Layers go one per device only where several recur: one recurring layer would put everything on device 0."""
+    g = stacked_rnn(layers=1, steps=4)  # rnn.0 runs at four steps, no family named
+    assert group_layers(g)[1]
+    assert ExpertPlacer().place(g, load_cluster("k80x2")).devices.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_a_group_of_ops_of_several_layers_is_the_deepest():
+    g = OpGraph(["a", "b"], [(0, 1)], module=["rnn.1", "rnn.0"], group=[0, 0])
+    assert group_layers(g)[0].tolist() == [1]
+
+
+def test_a_group_without_a_layer_joins_the_shallowest_layer_feeding_its_ops():
+    """``attn``'s op ``x`` is fed by layer 0 and ``y`` by layer 1: the group goes with layer 0."""
+    g = OpGraph(["l0", "l1", "x", "y"], [(0, 1), (0, 2), (1, 3)], module=["rnn.0", "rnn.1", "attn", "attn"],
+                group=[0, 1, 2, 2])
+    assert ExpertPlacer(strategy="layers").place(g, load_cluster("k80x2")).devices.tolist() == [0, 1, 0, 0]
