@@ -149,3 +149,11 @@ def test_a_group_without_a_layer_joins_the_shallowest_layer_feeding_its_ops():
     g = OpGraph(["l0", "l1", "x", "y"], [(0, 1), (0, 2), (1, 3)], module=["rnn.0", "rnn.1", "attn", "attn"],
                 group=[0, 1, 2, 2])
     assert ExpertPlacer(strategy="layers").place(g, load_cluster("k80x2")).devices.tolist() == [0, 1, 0, 0]
+
+
+def test_blocks_on_devices_of_two_speeds_follow_their_speeds():
+    """An MLP over the GPU's memory brings cpu_gpu's CPU in; the CPU, many times slower, gets the one block every device
+    gets, where shares alike gave it half the layers."""
+    g, c = mlp_training_graph(layers=8, width=24576, batch=256), load_cluster("cpu_gpu")
+    placed = ExpertPlacer(memory_aware=False).place(g, c)  # the blocks as cut, not moved off the full GPU
+    assert placed.group_devices(g).tolist() == [0] + [1] * 8
