@@ -592,3 +592,14 @@ def test_mean_link_costs_are_kept_for_the_last_devices_and_links_asked():
     first = mean_link_costs(loose, np.arange(8))
     loose.latency[0, 1] = 1.0
     assert mean_link_costs(loose, np.arange(8))[0] > first[0]
+
+
+@pytest.mark.parametrize("schedule", [etf_schedule, heft_schedule])
+def test_etf_and_heft_put_a_group_on_the_device_it_fills_exactly(schedule):
+    """The schedulers' own room checks (not only ``ListSchedule.candidates``): ``a``'s 600 B go to the 600 B device,
+    which runs it first; ``b`` then has room only on the other."""
+    c = _two_gpus(np.full((2, 2), 1e9), np.zeros((2, 2)), memory=(1000, 600))
+    g = OpGraph(["a", "b"], [], out_bytes=[0, 0], param_bytes=[600, 400])
+    s = ListSchedule(g, c, np.array([[2.0, 1.0], [2.0, 1.0]]))
+    schedule(s, np.array([2.0, 1.0]))
+    assert s.op_device.tolist() == [1, 0]
