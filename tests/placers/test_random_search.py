@@ -107,3 +107,25 @@ def test_no_progress_reaches_the_search_it_starts_from(bars_asked):
     g, c = layered_graph(12, seed=0), load_cluster("k80x2")
     RandomSearchPlacer(budget=5, start="annealing", progress=False).place(g, c, seed=0)
     assert shown == [False]
+
+
+def test_a_block_draw_cuts_the_topological_order_into_runs_on_distinct_devices():
+    """With ``block_fraction=1`` every draw is blocks: along the groups in topological order, each device one run."""
+    from gnplace.placers.base import group_order
+
+    g = layered_graph(30, seed=1)
+    order = group_order(g)
+    draws = RandomSearchPlacer(block_fraction=1.0)._draw(order, 4, 20, np.random.default_rng(0))
+    for row in draws:
+        runs = [int(d) for i, d in enumerate(row[order]) if i == 0 or d != row[order][i - 1]]
+        assert len(runs) == len(set(runs)) <= 4, row[order]
+
+
+def test_the_structured_candidates_end_with_blocks_over_the_fastest_two_to_all_devices():
+    """After the baselines (each device, round robin), equal-work blocks over the m fastest devices, m = 2 .. D, the
+    first block on the fastest: cpu_gpu's GPU."""
+    g = chain_graph(6)
+    rows = RandomSearchPlacer(start=None)._structured(g, load_cluster("k80x4"), np.random.default_rng(0))
+    assert rows[5:].tolist() == [[0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 2, 2], [0, 0, 1, 2, 2, 3]]
+    rows = RandomSearchPlacer(start=None)._structured(g, load_cluster("cpu_gpu"), np.random.default_rng(0))
+    assert rows[3:].tolist() == [[1, 1, 1, 0, 0, 0]]
