@@ -588,3 +588,15 @@ def test_repair_under_a_budget_or_on_another_timer_times_its_last_resort_as_befo
         counted = BudgetedTimer(inner)
         repair_memory(g, c, start, timer=counted, max_rounds=4)
         assert counted.evaluations > free.evaluations + 1
+
+
+def test_of_the_fallbacks_that_fit_the_repair_returns_the_fastest(only_fits_split):
+    """All three fit the MLP on tight4; round robin (the second) is the fastest, and returned, not the first."""
+    from gnplace.placers.groups import _memory_fallbacks
+
+    g, c = only_fits_split
+    fallbacks = _memory_fallbacks(g, c, group_memory(g))
+    timed = Simulator().time_batch(g, c, np.take(fallbacks, g.group, axis=1))
+    assert not timed.oom.any() and int(np.argmin(timed.step_time)) == 1
+    fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64), max_rounds=0)  # fallbacks only
+    assert fixed.tolist() == fallbacks[1].tolist()
