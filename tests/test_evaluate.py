@@ -1171,3 +1171,64 @@ def test_tasks_that_are_no_tasks_are_one_clear_error(graphs, tmp_path):
     with pytest.raises(InvalidArgument, match=r"^a task's cluster \(a preset's name or a cluster file\) is given .*got Cluster 'k80x2' \(give"):
         Task.with_options(graph_file, load_cluster("k80x2"), "heft")
     assert not (tmp_path / "out").exists()
+
+
+def test_of_two_rows_saved_for_one_task_the_later_stands(graphs, tmp_path):
+    """Two runs into one folder both appended a row of one key: the one written last is the one kept and counted."""
+    tasks = [Task(str(graphs / "mlp2.gnpg"), "k80x2", p) for p in ("single", "heft")]
+    evaluate(tasks, tmp_path / "out")
+    csv_path = tmp_path / "out" / "results.csv"
+    with csv_path.open(newline="") as f:
+        header, *lines = list(csv.reader(f))
+    later = dict(zip(header, lines[-1]))
+    assert later["placer"] == "heft"
+    later["place_seconds"] = "123.0"
+    with csv_path.open("a", newline="") as f:
+        csv.writer(f).writerow([later[name] for name in header])
+    rows = evaluate(tasks, tmp_path / "out")
+    assert [r.place_seconds for r in rows if r.placer == "heft"] == [123.0]
+
+
+def test_a_rows_peak_memory_is_that_of_its_fullest_device(graphs):
+    from gnplace.cluster import load_cluster
+    from gnplace.placers import make_placer
+    from gnplace.sim.simulator import Simulator
+
+    row = run_task(Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"))  # device 1 holds nothing
+    g, c = load_graph(graphs / "mlp2.gnpg"), load_cluster("k80x2")
+    peak = Simulator().time(g, c, make_placer("single").place(g, c)).peak_memory
+    assert peak.min() < peak.max() and row.peak_memory_bytes == peak.max()
+
+
+def test_a_row_saved_before_single_oom_whose_single_step_changed_keeps_none(graphs, tmp_path):
+    """``single_oom`` is filled in only where the single-device step the row was compared with is the one timed now."""
+    tasks = [Task(str(graphs / "mlp2.gnpg"), "k80x2", "heft")]
+    evaluate(tasks, tmp_path)
+    with (tmp_path / "results.csv").open(newline="") as handle:
+        old = [{**line, "single_oom": "", "single_s": "9.0"} for line in csv.DictReader(handle)]
+    with (tmp_path / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(old[0]))
+        writer.writeheader()
+        writer.writerows(old)
+    ran = []
+    (row,) = evaluate(tasks, tmp_path, progress=ran.append)
+    assert ran == [] and row.single_s == 9.0 and row.single_oom is None
+
+
+def test_a_rerun_keeps_the_last_saved_row_of_its_slot_until_its_new_row_replaces_it(graphs, tmp_path, monkeypatch):
+    """Of two saved rows of a slot that no task asks for again (other options), the last stays while the slot runs."""
+    import gnplace.evaluate as evaluation
+
+    path = str(graphs / "mlp2.gnpg")
+    evaluate([Task.with_options(path, "k80x2", "heft", {"min_speed": s}) for s in (0.1, 0.2)], tmp_path)
+    during = []
+    run = evaluation._run_keyed
+
+    def reading(item, added=None):
+        with (tmp_path / "results.csv").open(newline="") as handle:
+            during.append([json.loads(line["options"]) for line in csv.DictReader(handle)])
+        return run(item, added)
+
+    monkeypatch.setattr(evaluation, "_run_keyed", reading)
+    (row,) = evaluate([Task.with_options(path, "k80x2", "heft", {"min_speed": 0.3})], tmp_path)
+    assert during == [[{"min_speed": 0.2}]] and json.loads(row.options) == {"min_speed": 0.3}
