@@ -874,3 +874,25 @@ def test_where_fork_is_no_start_method_a_model_that_aborts_cp_sat_does_not_end_t
                             timeout=300)
     assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
     assert result.stdout.startswith("placed [") and "parallel search aborted" in result.stdout
+
+
+def test_a_descent_takes_only_strictly_better_moves():
+    """From ``[0, 0]`` (2 s) the single moves give 2 s and 3 s: none better, the descent stops there, though a step
+    sideways to ``[1, 0]`` would lead on to ``[1, 1]`` (1 s)."""
+    from gnplace.placers.exact import _descend
+    from gnplace.sim.timer import BatchResult, StepTimer
+
+    seconds = {(0, 0): 2.0, (1, 0): 2.0, (0, 1): 3.0, (1, 1): 1.0}
+
+    class Listed(StepTimer):
+        def time_batch(self, graph, cluster, placements):
+            rows = np.asarray(placements)
+            zeros = np.zeros((rows.shape[0], cluster.num_devices))
+            return BatchResult(np.array([seconds[tuple(r)] for r in rows.tolist()]), zeros, zeros.copy(),
+                               np.zeros(rows.shape[0], dtype=bool))
+
+        def time(self, graph, cluster, placement, *, timeline=False):
+            raise AssertionError("the descent times batches")
+
+    g, c = chain_graph(2), toy_cluster(2)
+    assert _descend(g, c, np.array([[0, 0]]), Listed()).group_devices(g).tolist() == [0, 0]
