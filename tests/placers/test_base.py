@@ -115,3 +115,10 @@ def test_a_fraction_past_a_floats_range_is_refused_in_one_line():
 
     with pytest.raises(InvalidArgument, match=r"m_etf: min_speed must be a number in \[0, 1\]"):
         check_fraction("m_etf", "min_speed", 10**400)
+
+
+def test_group_first_ops_are_by_group_id_where_ids_run_against_the_topological_order():
+    from gnplace.placers.base import group_first_ops
+
+    g = OpGraph(["a", "b", "c"], [(2, 1), (1, 0)], group=[0, 1, 1])  # c -> b -> a: group 1 comes first
+    assert group_first_ops(g).tolist() == [0, 2]
