@@ -136,3 +136,10 @@ def test_the_mean_placement_time_counts_runs_out_of_memory():
     over = Row(**{**row("g2", "heft", 1.0, oom=True).__dict__, "place_seconds": 3.0})
     (line,) = summarise([Row(**{**row("g1", "heft", 1.0).__dict__, "place_seconds": 1.0}), over])
     assert line["place_s"] == 2.0 and line["oom"] == 1
+
+
+def test_best_on_counts_no_run_out_of_memory():
+    """A run over memory faster than the best is not on the best (``best_count``), as it is not in the ratios."""
+    rows = [row("g1", "a", 1.0), row("g1", "c", 0.5, oom=True), row("g2", "a", 2.0), row("g2", "c", 1.0)]
+    by = {s["placer"]: s for s in summarise(rows)}
+    assert by["c"]["best_count"] == 1 and by["a"]["best_count"] == 1
