@@ -403,3 +403,13 @@ def test_never_reheats_in_the_last_tenth_of_the_budget(monkeypatch):
     g, c = chain_graph(3), toy_cluster(2)  # from all on device 1, the lowest energy, every move is worse: a stall
     calls = _schedules(monkeypatch, AnnealingPlacer(budget=600, start="single", reheat_after=0.92, timer=_Tilted()), g, c)
     assert {schedule for _, schedule, _, _ in calls} == {(0, 0.001)}
+
+
+def test_a_swap_exchanges_the_devices_of_two_groups():
+    moves = _moves(chain_graph(6), block_probability=0.0, pull_probability=0.0, sibling_probability=0.0,
+                   module_probability=0.0, swap_probability=1.0)
+    rng, current = np.random.default_rng(4), np.array([0, 0, 1, 1, 2, 3])
+    for _ in range(30):
+        proposal = moves.propose(current, 4, rng)
+        a, b = np.flatnonzero(proposal != current)
+        assert (proposal[a], proposal[b]) == (current[b], current[a])
