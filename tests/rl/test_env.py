@@ -37,12 +37,15 @@ def test_every_group_is_decided_once_in_priority_order():
 
 
 def test_masking_never_places_a_group_where_it_does_not_fit():
-    # 8 layers of ~0.6 GiB of parameters each on four 1 GiB GPUs: at most one layer per device fits at first
+    # groups holding 0.25 GiB at the peak (the last 0.5 GiB), 1.77 GiB in all, on four 0.6 GiB GPUs: two fit on one
+    # (on four 2 GiB GPUs, as this test had it, all of them fit on any one: nothing was ever masked)
     g = mlp_training_graph(layers=6, width=8192, batch=64)
-    c = toy_cluster(4, memory=2 * GiB)
+    c = toy_cluster(4, memory=0.6 * GiB)
     inp = build_policy_input(g, c)
+    assert inp.group_bytes.sum() > c.memory[0] and inp.group_bytes.max() < c.memory[0]
     mdp = PlacementMDP(inp)
     r = mdp.rollout(16, random_choice(np.random.default_rng(1)))
+    assert (~r.mask).sum() >= 16  # devices were masked
     used = np.zeros((16, 4))
     for s, grp in enumerate(r.groups):
         fits_somewhere = (used + inp.group_bytes[grp] <= c.memory[None, :]).any(axis=1)
@@ -105,3 +108,19 @@ def test_refinement_chains_restored_from_their_state_move_on_as_they_would_have(
                 {**state, "busy": [1.0]}, {k: v for k, v in state.items() if k != "steps"}):
         with pytest.raises((ValueError, KeyError)):
             RefinementMDP.restored(inp, bad)
+
+
+
+def test_the_load_feature_is_the_work_placed_over_the_mean_in_work_per_device():
+    """All of a 4-group chain on device 0 of two: at decision s, (load - mean load) / (total work / 2 devices) is
+    +-(work of the s groups placed) / (total work)."""
+    from gnplace.toy import chain_graph
+
+    inp = build_policy_input(chain_graph(4), toy_cluster(2))
+    r = PlacementMDP(inp).rollout(1, lambda s, g, dynamic, mask: np.zeros(1, dtype=np.int64))
+    assert r.groups.tolist() == [0, 1, 2, 3]
+    work = inp.group_time.min(axis=1)
+    placed = np.concatenate([[0.0], np.cumsum(work)[:-1]]) / work.sum()
+    load = r.dynamic[0, :, :, DYNAMIC_FEATURES.index("load")]
+    assert np.allclose(load, np.stack([placed, -placed], axis=1), atol=1e-6, rtol=0)
+    assert placed[-1] > 0.7
