@@ -35,3 +35,32 @@ def test_a_bad_elite_fraction_is_refused_with_the_interval_it_is_checked_against
     with pytest.raises(InvalidArgument, match=r"^PostPlacer: elite_fraction must be in \(0, 1\], got "):
         PostPlacer(elite_fraction=fraction)
     assert PostPlacer(elite_fraction=1.0).elite_fraction == 1.0
+
+
+def test_the_elite_is_the_best_ceil_of_the_fraction_best_first():
+    import numpy as np
+
+    from gnplace.rl.post import elite
+
+    rewards = np.array([0.1, 0.9, 0.5, 0.3, 0.7])
+    assert elite(rewards, 0.5).tolist() == [1, 4, 2]  # ceil(2.5) = 3, not 2
+    assert elite(rewards, 0.1).tolist() == [1]  # at least one
+    assert elite(rewards, 1.0).tolist() == [1, 4, 2, 3, 0]
+
+
+def test_the_cross_entropy_term_is_the_elites_mean_log_likelihood_times_its_weight():
+    """lambda_CE E_{b in E}[-1/S sum_t log pi(a_bt | a_b,<t)], on a hand-made batch of 4 samples of 2 units."""
+    import math
+
+    import numpy as np
+    import torch
+
+    placer = PostPlacer(elite_fraction=0.5, cross_entropy=2.0)
+    actions = torch.tensor([[0, 1], [1, 1], [0, 0], [1, 0]])
+    rewards = np.array([0.3, 0.9, 0.1, 0.6])  # the elite: samples 1 and 3
+    probs = torch.tensor([[[0.5, 0.5], [0.5, 0.5]], [[0.2, 0.8], [0.4, 0.6]], [[0.5, 0.5], [0.5, 0.5]],
+                          [[0.7, 0.3], [0.9, 0.1]]])
+    term = placer.extra_loss(actions, rewards)
+    assert term is not None
+    value = float(term(torch.log(probs)))
+    assert value == pytest.approx(-2.0 * (math.log(0.8) + math.log(0.6) + math.log(0.3) + math.log(0.9)) / 4, rel=1e-6)

@@ -64,3 +64,66 @@ def test_the_papers_objective_runs_with_no_clip(two_chains):
     assert placer.place(two_chains(4), load_cluster("k80x2"), seed=0).devices.shape == (8,)
     with pytest.raises(InvalidArgument, match="clip"):
         SpotlightPlacer(clip=0.0)
+
+
+def _seq2seq_batch():
+    import torch
+
+    from gnplace.policy.seq2seq import Seq2SeqPolicy
+
+    torch.manual_seed(0)
+    policy = Seq2SeqPolicy(4, 3, hidden=8, layers=1)
+    torch.nn.init.normal_(policy.out.weight)
+    x = torch.randn(5, 4)
+    actions, old_log_probs = policy.sample(x, 8, torch.Generator().manual_seed(0))
+    return policy, x, actions, old_log_probs
+
+
+def _flat(policy):
+    import torch
+
+    return torch.cat([p.detach().flatten() for p in policy.parameters()]).clone()
+
+
+def test_each_update_step_is_bounded_by_the_gradient_norm_clip():
+    """clip_norm bounds the gradient's norm: with SGD at rate 1 a step moves the weights by at most clip_norm."""
+    import torch
+
+    from gnplace.rl.ppo import PPOConfig
+    from gnplace.rl.spotlight import ppo_update
+
+    steps = {}
+    for clip_norm in (1e-3, 1e9):
+        policy, x, actions, old = _seq2seq_batch()
+        before = _flat(policy)
+        optimiser = torch.optim.SGD(policy.parameters(), lr=1.0)
+        ppo_update(policy, optimiser, x, actions, old, torch.linspace(-10.0, 10.0, 8), PPOConfig(epochs=1), 1.0,
+                   clip_norm=clip_norm)
+        steps[clip_norm] = float((_flat(policy) - before).norm())
+    assert 0 < steps[1e-3] <= 1e-3 * (1 + 1e-4) and steps[1e9] > 1e-2
+
+
+def test_the_extra_loss_is_added_at_every_epoch():
+    """Post's cross-entropy enters each of the K steps: with no advantage and no KL penalty it alone moves the weights."""
+    import torch
+
+    from gnplace.rl.ppo import PPOConfig
+    from gnplace.rl.spotlight import ppo_update
+
+    policy, x, actions, old = _seq2seq_batch()
+    before = _flat(policy)
+    calls = []
+
+    def extra(new_log_probs):
+        calls.append(new_log_probs.shape)
+        return -new_log_probs[..., 0].mean()
+
+    optimiser = torch.optim.SGD(policy.parameters(), lr=0.1)
+    ppo_update(policy, optimiser, x, actions, old, torch.zeros(8), PPOConfig(epochs=3, entropy=0.0), 0.0, extra=extra)
+    assert calls == [(8, 5, 3)] * 3
+    assert float((_flat(policy) - before).abs().max()) > 0
+    # and nothing moves without it
+    policy, x, actions, old = _seq2seq_batch()
+    ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.1), x, actions, old, torch.zeros(8),
+               PPOConfig(epochs=3, entropy=0.0), 0.0)
+    assert torch.equal(_flat(policy), before)
