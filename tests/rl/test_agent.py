@@ -163,3 +163,74 @@ def test_a_temperature_too_small_to_divide_by_is_refused_and_the_least_draws_all
             sample(policy, mdp, 2, np.random.default_rng(0), temperature=tau)
     traj = sample(policy, mdp, 4, np.random.default_rng(0), temperature=MIN_TEMPERATURE)
     assert traj.mask.gather(-1, traj.actions.unsqueeze(-1)).all()
+
+
+def test_a_trained_heads_numpy_logits_are_its_torch_logits():
+    """The rollouts' numpy head is the update's torch head for any weights, not only the untrained EFT rule.
+
+    Untrained, the head's last layer is 0 and only the EFT term shows: a numpy head without its ReLU, or without a
+    projection, gave the same logits there; PPO's ratio compares the two heads' log-probabilities.
+    """
+    policy, mdp = policy_and_mdp()
+    with torch.no_grad():
+        policy.out.weight.normal_()
+        policy.out.bias.fill_(0.3)
+        policy.dynamic_proj.bias.normal_()
+    traj = sample(policy, mdp, 3, np.random.default_rng(0))
+    with torch.no_grad():
+        again = log_probs(policy, policy.encode(mdp.inp), traj)
+    finite = torch.isfinite(traj.old_log_probs)
+    assert torch.equal(finite, torch.isfinite(again))
+    assert float((traj.old_log_probs[finite] - again[finite]).abs().max()) < 1e-4
+    assert float(again[finite].exp().std()) > 0.01  # not uniform: the head's weights show
+
+
+def test_a_cold_sample_records_the_log_probs_of_the_policy_itself():
+    """The recorded log-probabilities are the policy's own at tau = 1 (PPO's behaviour policy), not the tempered draw's.
+
+    On k80x4 a tempered distribution is not one-hot either (it ties alike devices), so only a comparison with the
+    update's head tells the two apart.
+    """
+    policy, mdp = policy_and_mdp()
+    with torch.no_grad():
+        policy.out.weight.normal_()
+    cold = sample(policy, mdp, 2, np.random.default_rng(0), temperature=0.05)
+    with torch.no_grad():
+        again = log_probs(policy, policy.encode(mdp.inp), cold)
+    finite = torch.isfinite(again)
+    assert float((cold.old_log_probs[finite] - again[finite]).abs().max()) < 1e-4
+
+
+def test_teacher_forcing_falls_back_to_the_earliest_finish_where_the_target_does_not_fit():
+    """A target device the group no longer fits on is replaced by the allowed device of least EFT gap (0)."""
+    from gnplace.policy.features import DYNAMIC_FEATURES
+    from gnplace.toy import toy_cluster
+
+    inp = build_policy_input(layered_graph(40, seed=4).replace(group=np.arange(40) // 2), toy_cluster(3))
+    need = float(inp.group_bytes.sum())
+    inp = build_policy_input(inp.graph, toy_cluster(3, memory=need / 2))  # device 0 holds about half the groups
+    mdp = PlacementMDP(inp)
+    traj = teacher_forced(mdp, np.zeros(mdp.num_groups, dtype=np.int64))
+    actions, mask = traj.actions[0].numpy(), traj.mask[0].numpy()
+    moved = actions != 0
+    assert moved.any() and not mask[moved, 0].any()  # only where device 0 is masked
+    gap = traj.dynamic[0, :, :, DYNAMIC_FEATURES.index("eft_gap")].numpy()
+    least = np.where(mask, gap, np.inf).min(axis=1)
+    assert np.array_equal(gap[np.arange(len(actions)), actions][moved], least[moved])
+    assert (least[moved] == 0).all()
+
+
+def test_equivalent_devices_need_the_same_device_features_as_well_as_the_same_state():
+    """Two idle devices of one state are interchangeable only if the devices themselves are alike (links too)."""
+    from gnplace.rl.agent import equivalent_devices
+    from gnplace.rl.env import Rollout
+
+    dynamic = np.zeros((1, 2, 3, 4), dtype=np.float32)
+    dynamic[0, 1, 1, 0] = 0.5  # at the second decision device 1 is in another state
+    mask = np.ones((1, 2, 3), dtype=bool)
+    mask[0, 1, 2] = False
+    rollout = Rollout(np.array([0, 1]), dynamic, mask, np.array([[0, 0]]), np.zeros((1, 2), dtype=np.int64),
+                      np.zeros(1))
+    device_x = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 2.0]])  # device 2 has other links
+    same = equivalent_devices(rollout, device_x)
+    assert same.tolist() == [[[True, True, False], [True, False, False]]]

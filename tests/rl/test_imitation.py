@@ -62,3 +62,12 @@ def test_the_loss_lines_carry_the_module_symbols():
 
     source = inspect.getsource(imitation_loss)
     assert "log sum_{d equiv a^ref_t} pi_theta(d | s_t)" in source and "L_BC(theta)" in source
+
+
+def test_the_target_is_the_class_of_equivalent_devices_in_the_loss_and_the_accuracy():
+    """-log sum_{d equiv a_ref} pi(d): devices 0 and 1 alike, the target 0; the policy's argmax 1 is a right pick."""
+    logp = torch.log(torch.tensor([[[0.5, 0.3, 0.2], [0.3, 0.5, 0.2]]]))
+    equivalent = torch.tensor([[[True, True, False], [True, True, False]]])
+    loss, stats = imitation_loss(logp, torch.tensor([[0, 0]]), equivalent)
+    assert float(loss) == pytest.approx(-np.log(0.8), rel=1e-6)
+    assert stats["imitation/accuracy"] == 1.0

@@ -154,3 +154,13 @@ def test_the_policys_own_best_as_groups_is_what_it_chose_even_when_anchored_to_a
     p.score(same, sim, 4.0)
     assert np.array_equal(p.sample_best_devices, incumbent)
     assert p.sample_best_groups().tolist() == same[0].tolist()  # device 0 for the split group, as chosen
+
+
+def test_the_prior_is_kappa_on_the_best_placements_device_of_every_group():
+    p = PlacementProblem.build(mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2"), Simulator(),
+                               reference="single")
+    bias = p.prior(2.5)
+    best = p.best_groups()
+    assert bias.shape == (p.inp.num_groups, 2)
+    assert bias[np.arange(p.inp.num_groups), best].tolist() == [2.5] * p.inp.num_groups
+    assert float(bias.sum()) == 2.5 * p.inp.num_groups
