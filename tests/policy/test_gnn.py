@@ -137,3 +137,72 @@ def test_where_a_group_fits_on_no_device_the_ones_with_the_most_memory_left_are_
     assert rollout.mask[0, 1].tolist() == [False, True, True]  # device 0 holds the first group: less memory left
     doc = " ".join((gnn.__doc__ or "").split())
     assert "where it fits on none, only the devices with the most memory left are allowed" in doc
+
+
+def test_directed_conv_messages_carry_the_edge_features():
+    """``W [h_u || e_uv]``: the edge's features enter each message beside its source's embedding."""
+    conv = DirectedConv(2, 1)
+    with torch.no_grad():
+        conv.lin.weight.copy_(torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+        conv.lin.bias.zero_()
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [0.0, 0.0]])
+    out = conv(x, torch.tensor([[0, 1], [2, 2]]), torch.tensor([[2.0], [4.0]]))
+    assert out[2].tolist() == [(1.0 + 2.0 + 3.0 + 4.0) / 2, 3.0]
+
+
+def test_a_round_that_adds_nothing_keeps_the_lifted_features():
+    """h^(l+1) = h^(l) + ReLU(LN(...)): with the rounds' weights zero the update is 0 and the residual is what is left."""
+    torch.manual_seed(0)
+    policy = PlacementPolicy(PolicyConfig(layers=2, hidden=8))
+    encoder = policy.encoder
+    with torch.no_grad():
+        for module in (*encoder.self_lin, *encoder.forward_conv, *encoder.backward_conv):
+            for p in module.parameters():
+                p.zero_()
+    inp = build_policy_input(chain_graph(4), load_cluster("k80x2"))
+    with torch.no_grad():
+        lifted = encoder.lift(inp.node_x)
+        assert float(lifted.abs().sum()) > 0 and torch.allclose(encoder(inp), lifted)
+
+
+def test_a_group_is_the_mean_of_its_nodes_beside_the_graphs_mean():
+    """``encode``: each group's embedding is the mean over its nodes, the context the mean over all nodes."""
+    torch.manual_seed(0)
+    policy = PlacementPolicy(PolicyConfig(layers=1, hidden=8, head=4))
+    from gnplace.policy.features import ops_alone
+
+    graph = layered_graph(12, seed=1).replace(group=[0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4, 4])
+    inp = build_policy_input(graph, load_cluster("k80x2"), coarsening=ops_alone(graph))  # a node per op
+    with torch.no_grad():
+        nodes = policy.encoder(inp)
+        group = inp.node_group
+        means = torch.stack([nodes[group == g].mean(0) for g in range(inp.num_groups)])
+        context = nodes.mean(0).expand_as(means)
+        expected = policy.group_proj(torch.cat([means, context], dim=-1))
+        enc = policy.encode(inp)
+    assert torch.allclose(enc.group, expected, atol=1e-6)
+    assert torch.allclose(enc.device, policy.device_proj(policy.device_mlp(inp.device_x)))
+
+
+def test_the_logits_are_the_module_equation_for_any_weights():
+    """l_gd = -alpha Delta^EFT_gd + w^T ReLU(A z_g + B y_d + C s_gd), with a trained-looking head (w not 0)."""
+    torch.manual_seed(0)
+    policy = PlacementPolicy(PolicyConfig(alpha=2.0))
+    with torch.no_grad():
+        policy.out.weight.normal_()
+        policy.out.bias.fill_(0.5)
+    enc = policy.encode(build_policy_input(chain_graph(3), mixed_cluster()))
+    d = enc.device.shape[0]
+    dynamic = torch.rand(2, 3, d, policy.config.dynamic_features)
+    groups = torch.tensor([2, 0, 1])
+    mask = torch.ones(2, 3, d, dtype=torch.bool)
+    mask[1, 2, 0] = False
+    with torch.no_grad():
+        logits = policy.logits(enc, groups, dynamic, mask)
+        for b in range(2):
+            for s in range(3):
+                for k in range(d):
+                    z = torch.relu(enc.group[groups[s]] + enc.device[k] + policy.dynamic_proj(dynamic[b, s, k]))
+                    expected = float(policy.out(z)) - 2.0 * float(dynamic[b, s, k, 0])
+                    got = float(logits[b, s, k])
+                    assert got == (float("-inf") if not mask[b, s, k] else pytest.approx(expected, abs=1e-5))
