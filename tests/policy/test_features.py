@@ -325,3 +325,40 @@ def test_device_link_features_average_every_row_at_once_with_the_same_bits(monke
     x = features._device_features(c, op_time, 1e9)
     assert x[:, 5].tolist() == np.maximum(np.log(want_bw / want_bw.max()), -50.0).tolist()
     assert x[:, 6].tolist() == np.log1p(want_lat / 1e-5).tolist()
+
+
+def test_the_log_features_of_a_tiny_graph_and_cluster_equal_hand_computed_values():
+    """The standardised log columns and the devices' log shares, on a -> b -> c, a -> c and d alone, each op its own
+    node, on two devices of other peak rates, memory bandwidths and capacities (and the same efficiencies)."""
+    import math
+
+    from gnplace.cluster import Cluster, Device
+    from gnplace.graph import OpGraph
+    from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, ops_alone, standardise
+
+    devices = [Device("d0", "x", 1e12, 1e11, 1000), Device("d1", "y", 4e12, 5e10, 4000)]
+    c = Cluster(devices, np.array([[1e9, 1e9], [2e9, 2e9]]), np.full((2, 2), 1e-5), name="xy")  # d1 sends faster
+    flops, params = [1e9, 1e10, 1e11, 0.0], [0, 100, 0, 1000]
+    g = OpGraph(["a", "b", "c", "d"], [(0, 1), (1, 2), (0, 2)], flops=flops, out_bytes=[10**9, 2 * 10**9, 0, 0],
+                param_bytes=params, cost_s={"x": [1.0, 2.0, 3.0, 10.0], "y": [3.0, 2.0, 1.0, 10.0]})
+    inp = build_policy_input(g, c, coarsening=ops_alone(g), held=np.ones(4))
+
+    def node(name):
+        return inp.node_x[:, NODE_FEATURES.index(name)].tolist()
+
+    assert node("log_ops") == [0.0] * 4  # one op each: standardised, no spread
+    assert node("log_flops") == pytest.approx(standardise(np.log1p(np.array(flops))).tolist(), abs=1e-6)
+    assert node("log_param_bytes") == pytest.approx(standardise(np.log1p(np.array(params, float))).tolist(), abs=1e-6)
+    # the fastest device's seconds (1, 2, 1, 10), not the mean (2, 2, 2, 10)
+    assert node("log_time") == pytest.approx(standardise(np.log([1.0, 2.0, 1.0, 10.0])).tolist(), abs=1e-6)
+    sent = np.array([1e9 if u == 0 else 2e9 for u in inp.edge_index[0].tolist()])
+    log_bytes = inp.edge_x[:, EDGE_FEATURES.index("log_bytes")].tolist()
+    assert log_bytes == pytest.approx(standardise(np.log1p(sent)).tolist(), abs=1e-6)
+
+    def device(name):
+        return inp.device_x[:, DEVICE_FEATURES.index(name)].tolist()
+
+    assert device("log_peak_flops") == pytest.approx([math.log(0.25), 0.0])
+    assert device("log_mem_bandwidth") == pytest.approx([0.0, math.log(0.5)])
+    assert device("log_capacity") == pytest.approx([math.log(0.25), 0.0])
+    assert device("log_link_bandwidth") == pytest.approx([math.log(0.5), 0.0])

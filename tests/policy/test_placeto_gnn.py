@@ -127,3 +127,50 @@ def test_gradients_reach_every_parameter_and_a_graph_without_edges_works():
 def test_config_to_dict_is_plain():
     config = PlacetoConfig(num_devices=2, hidden=4, rounds=1)
     assert config.to_dict() == {"num_devices": 2, "hidden": 4, "rounds": 1, "features": list(placeto_features(2))}
+
+
+def test_the_embedding_is_the_exact_two_way_recursion_once_the_rounds_reach_the_levels():
+    """On 0 -> 1 -> 2: h_down_v = f_down(x_v) + g_down(sum of h_down over producers), h_up likewise over consumers
+    (g of an empty sum, 0, still counts), once the rounds reach the number of levels (3), and more change nothing.
+
+    The rounds start from h = f(x), so the last node's h is exact only at round 3 (at round 2 it reads g of its
+    producer's round-1 h, in which node 0 is f(x_0) without its g(0)).
+    """
+    torch.manual_seed(0)
+    net = PlacetoGNN(PlacetoConfig(num_devices=2, hidden=8, rounds=3))
+    x = torch.rand(1, 3, len(net.config.features))
+    edges = torch.tensor([[0, 1], [1, 2]])
+    with torch.no_grad():
+        for g in (net.g_down, net.g_up):
+            g[0].bias.fill_(1.0)  # no dead ReLU: g of a sum is not a constant
+        e = net.embed(x, edges)[:, 0]  # [N, 2H]
+        xs = x[0]
+        zero = torch.zeros(8)
+        down0 = net.f_down(xs[0]) + net.g_down(zero)
+        down1 = net.f_down(xs[1]) + net.g_down(down0)
+        down2 = net.f_down(xs[2]) + net.g_down(down1)
+        up2 = net.f_up(xs[2]) + net.g_up(zero)
+        up1 = net.f_up(xs[1]) + net.g_up(up2)
+        up0 = net.f_up(xs[0]) + net.g_up(up1)
+        assert not torch.allclose(net.g_up(up2), net.g_up(zero)) and not torch.allclose(down1, net.f_down(xs[1]))
+        expected = torch.stack([torch.cat([down0, up0]), torch.cat([down1, up1]), torch.cat([down2, up2])])
+        assert torch.allclose(e, expected, atol=1e-6)
+        deeper = PlacetoGNN(PlacetoConfig(num_devices=2, hidden=8, rounds=6))
+        deeper.load_state_dict(net.state_dict())
+        assert torch.allclose(deeper.embed(x, edges)[:, 0], expected, atol=1e-6)
+
+
+def test_each_set_is_pooled_by_its_mean():
+    """Parents {0, 1} of two alike nodes pool as {0} alone does: a mean (a sum would double them, and scale with
+    the graph's size)."""
+    torch.manual_seed(0)
+    net = PlacetoGNN(PlacetoConfig(num_devices=3, hidden=8, rounds=2))
+    x = torch.rand(1, 3, len(net.config.features))
+    x[0, 1] = x[0, 0]  # 0 and 1 alike, both feeding 2
+    edges = torch.tensor([[0, 1], [2, 2]])
+    current = torch.tensor([[False, False, True]])
+    none = torch.zeros(1, 3, dtype=torch.bool)
+    with torch.no_grad():
+        both = net(x, edges, current, torch.tensor([[True, True, False]]), none, none)
+        one = net(x, edges, current, torch.tensor([[True, False, False]]), none, none)
+    assert torch.allclose(both, one, atol=1e-6)
