@@ -123,3 +123,11 @@ def test_refinements_moves_take_no_prior_elite_or_screen_as_the_docstring_says(m
     assert np.array_equal(moves[0][0], moves[1][0]) and moves[0][1] == moves[1][1] and moves[1][2] is None
     doc = " ".join((LearnerConfig.__doc__ or "").split())
     assert "so ``prior``, ``elite`` and ``screen``, which shape the constructive samples, do nothing there" in doc
+
+
+@pytest.mark.parametrize("risk", [0.0, 1.5, -0.25])
+def test_risk_is_a_share_in_0_1(risk):
+    """risk is the share of each graph's samples kept (risk_seeking_advantages): 1.5 keeps no quantile, 0 nothing."""
+    with pytest.raises(InvalidArgument, match=r"need risk in \(0, 1\], got "):
+        LearnerConfig(risk=risk)
+    assert LearnerConfig(risk=1.0).risk == 1.0 and LearnerConfig(risk=0.25).risk == 0.25

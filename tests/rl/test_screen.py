@@ -137,3 +137,14 @@ def test_the_screen_solves_on_one_blas_thread_whatever_the_cores(monkeypatch):
     screen.observe(x, np.exp(rng.random(40)), np.zeros(40, dtype=bool))
     screen.rank(x[:5])
     assert threads and set(threads) == {1}
+
+
+def test_the_model_predicts_from_centred_features_where_the_placements_seen_lean_to_one_device():
+    """log T(x) = mu + w^T (phi(x) - mean phi): the all-on-0 placement and its four single moves (mean phi 0.8 on
+    device 0), of log step 1 + 0.5 per group on device 1, are fitted exactly; uncentred phi(x) shifted them all."""
+    x = np.vstack([np.zeros(4, dtype=np.int64), np.eye(4, dtype=np.int64)])
+    screen = MoveScreen(4, 2, least=2, ridge=1e-9)
+    log_step = 1.0 + 0.5 * x.sum(axis=1)
+    screen.observe(x, np.exp(log_step), np.zeros(5, dtype=bool))
+    assert np.allclose(screen.predict(x), log_step, atol=1e-6)
+    assert screen.predict(np.ones((1, 4), dtype=np.int64)) == pytest.approx([3.0], abs=1e-6)  # additive, unseen
