@@ -164,3 +164,17 @@ def test_the_prior_is_kappa_on_the_best_placements_device_of_every_group():
     assert bias.shape == (p.inp.num_groups, 2)
     assert bias[np.arange(p.inp.num_groups), best].tolist() == [2.5] * p.inp.num_groups
     assert float(bias.sum()) == 2.5 * p.inp.num_groups
+
+
+def test_a_fitting_placement_replaces_an_overflowing_best_even_when_slower():
+    """The best seen overflows (the reference, one device): the first placement that fits is the best, at any step."""
+    g = mlp_training_graph(layers=4, width=4096, batch=256)
+    tight = toy_cluster(2, memory=0.3 * GiB, bandwidth=2e8)
+    sim = Simulator()
+    p = PlacementProblem.build(g, tight, sim, reference="single")
+    assert p.best_oom
+    halves = (np.arange(p.inp.num_groups) * 2 // p.inp.num_groups)[None, :]  # first half on 0, the rest on 1
+    result, _ = p.score(halves, sim, 4.0)
+    assert not result.oom[0] and result.step_time[0] > p.reference_step  # fits, and is slower than the reference
+    assert not p.best_oom and p.best_step == result.step_time[0]
+    assert np.array_equal(p.best_devices, p.inp.expand(halves[0]))
