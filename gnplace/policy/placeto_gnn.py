@@ -27,7 +27,8 @@ consumers) and bottom-up (consumers to producers) with separate weights,
 
 with :math:`P(v)` the producers and :math:`S(v)` the consumers of :math:`v`, and :math:`f`,
 :math:`g` two-layer MLPs. The recursion is run as ``rounds`` synchronous rounds from
-:math:`h = f(x)` (Placeto's spec recommends 8); after ``rounds`` at least the graph's depth it is
+:math:`h = f(x)` (Placeto's spec recommends 8); after ``rounds`` at least the graph's number of
+levels (its depth + 1: a source's first round adds :math:`g` of the empty sum, :math:`g(0) \\neq 0`) it is
 the exact topological recursion, below that every node sees the nodes up to ``rounds`` edges away.
 A node's embedding is :math:`e_v = [h^{\\downarrow}_v \\| h^{\\uparrow}_v]`.
 
