@@ -178,3 +178,28 @@ def test_a_fitting_placement_replaces_an_overflowing_best_even_when_slower():
     assert not result.oom[0] and result.step_time[0] > p.reference_step  # fits, and is slower than the reference
     assert not p.best_oom and p.best_step == result.step_time[0]
     assert np.array_equal(p.best_devices, p.inp.expand(halves[0]))
+
+
+def test_majority_groups_weighs_ops_by_their_work_not_their_count():
+    """A group whose few heaviest ops are on device 1 and its many lighter ones on device 0 goes to device 1 when
+    those do most of the group's FLOP (a mutant counting ops passed)."""
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    p = PlacementProblem.build(g, c, Simulator())
+    op_group = p.inp.decision.group[p.inp.coarsening.node_of_op]
+    work = g.flops + 1.0
+    found = []
+    for group in range(p.inp.num_groups):
+        members = np.flatnonzero(op_group == group)
+        heavy = members[np.argsort(-work[members], kind="stable")]
+        for size in range(1, len(members)):
+            if work[heavy[:size]].sum() > work[heavy[size:]].sum():  # most of the work on fewer than half the ops
+                if 2 * size < len(members):
+                    found.append((group, heavy[:size]))
+                break
+    assert found  # the test's premise: a group where the heaviest few ops outweigh the many
+    for group, heavy in found:
+        devices = np.zeros(g.num_ops, dtype=np.int64)
+        devices[heavy] = 1
+        assert majority_groups(p.inp, devices)[group] == 1
+        devices = 1 - devices
+        assert majority_groups(p.inp, devices)[group] == 0
