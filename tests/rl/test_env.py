@@ -124,3 +124,21 @@ def test_the_load_feature_is_the_work_placed_over_the_mean_in_work_per_device():
     load = r.dynamic[0, :, :, DYNAMIC_FEATURES.index("load")]
     assert np.allclose(load, np.stack([placed, -placed], axis=1), atol=1e-6, rtol=0)
     assert placed[-1] > 0.7
+
+
+def test_a_refinement_move_may_keep_its_group_where_it_is_even_over_memory_and_sees_each_devices_busy_share():
+    """The current device is always allowed (a chain over memory could not stay put: a mutant leaving it out of the
+    mask passed), and the busy feature is each device's busy seconds over the chain's step (a mutant leaving it
+    unscaled passed)."""
+    g = mlp_training_graph(layers=3, width=64, batch=8)
+    inp = build_policy_input(g, toy_cluster(2, memory=1024))  # no group fits anywhere
+    start = np.array([k % 2 for k in range(inp.num_groups)], dtype=np.int64)
+    mdp = RefinementMDP(inp, start, 1.0, chains=2)
+    features, mask = mdp.observe()
+    here = start[mdp.group]
+    assert mask.tolist() == [[d == here for d in range(2)]] * 2
+    assert not features[..., REFINE_FEATURES.index("fits")].any()
+    mdp.move(np.array([here, here]))
+    mdp.record(np.array([0.5, 2.0]), np.array([[0.25, 0.5], [1.0, 0.5]]))
+    busy = mdp.observe()[0][..., REFINE_FEATURES.index("utilisation")]
+    assert busy.tolist() == [[0.5, 1.0], [0.5, 0.25]]
