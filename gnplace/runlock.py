@@ -141,6 +141,9 @@ def _make_folders(path: Path, folder: Any, flag: str) -> list[Path]:
         except FileExistsError:
             if not step.is_dir():  # a dangling link, or a file made meanwhile
                 _remove_made(made[::-1])
+                if step.is_symlink():  # "is not a folder" of a link to a folder that is not there: name the target
+                    raise InvalidArgument(f"{flag} {folder}: {step} is a link to {os.readlink(step)}, which is not "
+                                          "there: make that folder, or give another") from None
                 raise InvalidArgument(f"{flag} {folder}: {step} is not a folder") from None
             continue
         except OSError as err:

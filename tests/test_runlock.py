@@ -121,6 +121,16 @@ def test_a_folder_that_is_a_file_or_under_one_is_one_line(tmp_path):
     assert (tmp_path / "file").read_text() == "kept"
 
 
+def test_a_link_to_a_folder_that_is_not_there_is_named_so(tmp_path):
+    """``--out dl``, ``dl`` a link to a missing folder, was refused as "dl is not a folder", of a link to a folder."""
+    (tmp_path / "dl").symlink_to(tmp_path / "gone")
+    with pytest.raises(InvalidArgument, match=r"^--out .*dl: .*dl is a link to .*gone, which is not there: make that "
+                                              r"folder, or give another$"):
+        with folder_lock(tmp_path / "dl"):
+            pass
+    assert (tmp_path / "dl").is_symlink() and not (tmp_path / "gone").exists()
+
+
 def test_holds_folder_locks_the_named_argument_default_included(tmp_path, monkeypatch):
     seen = []
 
