@@ -188,6 +188,9 @@ def test_meta_is_copied():
         ([0, 0, 0, 0], [0, 0, 0, 0]),
         ([-4, 10, -4, 2], [0, 1, 0, 2]),
         ([2.0, 2.0, 1.0, 0.0], [0, 0, 1, 2]),
+        # ids whose order of first appearance is a 3-cycle of their sorted order: the cases above are their own
+        # inverses, and numbering by the permutation instead of its inverse ([1, 2, 0]) passed them
+        ([9, 3, 5, 9], [0, 1, 2, 0]),
     ],
 )
 def test_groups_renumbered_in_order_of_first_appearance(group, expected):
@@ -556,6 +559,7 @@ def test_bad_node_sizes(field, values, match):
     "edge_bytes, match",
     [
         ([-3], r"^graph 'g': edge 'x' -> 'y' has negative bytes$"),
+        ([-1], r"^graph 'g': edge 'x' -> 'y' has negative bytes$"),  # (a check '< -1' passed -3)
         ([np.nan], r"has NaN edge_bytes \(nan\)"),
         ([1.5], r"edge_bytes must be a whole number of bytes, found 1\.5"),
     ],
@@ -710,6 +714,35 @@ def test_fingerprint_tells_graphs_apart_but_not_their_names():
     assert g.fingerprint() != mlp_training_graph(layers=3, width=64, batch=8).fingerprint()
 
 
+def test_fingerprint_covers_every_field_but_the_name_and_meta():
+    """Each field that shapes a step changes the fingerprint (mutants leaving out the modules, op kinds, phases, edge
+    or parameter bytes, or a measured kind's name passed the test above)."""
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1.0, 2.0], out_bytes=[8, 0], cost_s={"k80": [1e-3, 2e-3]}, name="g")
+    changed = {
+        "module": g.replace(module=["net.fc", ""]),
+        "op_kinds": g.replace(op_kinds=["matmul", "other"]),
+        "phase": g.replace(phase=[0, 1], op_kinds=g.op_kinds),
+        "edge_bytes": g.replace(edge_bytes=[4]),
+        "param_bytes": g.replace(param_bytes=[0, 4]),
+        "cost kind": g.replace(cost_s={"v100": g.cost_s["k80"]}),
+    }
+    for what, other in changed.items():
+        assert other.fingerprint() != g.fingerprint(), what
+        assert other.replace(name=g.name) != g, what
+
+
+def test_a_measured_cost_a_graph_file_could_not_hold_is_refused_when_built():
+    with pytest.raises(InvalidGraph, match=r"^graph 'x': a node has cost_s\['k80'\] too large \(1e\+19; the limit is 2\*\*62\)$"):
+        OpGraph(["a", "b"], [], cost_s={"k80": [0.0, 1e19]}, name="x")
+
+
+def test_a_group_id_past_the_limit_below_zero_is_refused_as_one_above():
+    """A graph file holds ids of magnitude up to 2**62 either way; a check of the upper side alone took -2**62 - 1."""
+    with pytest.raises(InvalidGraph, match=r"^position 0 has group too large \(-4611686018427387905; the limit is 2\*\*62\)$"):
+        OpGraph(["a", "b"], [], group=[-(2**62) - 1, 0])
+    assert OpGraph(["a", "b"], [], group=[-(2**62), 0]).group.tolist() == [0, 1]
+
+
 def test_a_number_past_a_floats_range_is_one_error_not_an_overflow():
     for field in ("flops", "out_bytes"):
         with pytest.raises(InvalidGraph, match=f"field '{field}' is not numeric: int too large"):
@@ -720,7 +753,8 @@ def test_a_number_past_a_floats_range_is_one_error_not_an_overflow():
         OpGraph(["a", "b"], [(0, 10**400)])
 
 
-@pytest.mark.parametrize("field, value", [("flops", 1e19), ("out_bytes", 2**63 + 2**50), ("param_bytes", 2**62 + 2**40)])
+@pytest.mark.parametrize("field, value", [("flops", 1e19), ("out_bytes", 2**63 + 2**50), ("param_bytes", 2**62 + 2**40),
+                                          ("out_bytes", 5e18)])  # (a float under 2**63: cast to int64 unwrapped)
 def test_a_size_a_graph_file_could_not_hold_is_refused_when_built(tmp_path, field, value):
     """Over 2**62 the reader refuses the file, so the graph is refused when built (it was saved, then unreadable;
     a huge out_bytes also wrapped to a negative one)."""
