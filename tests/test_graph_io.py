@@ -390,6 +390,8 @@ def test_missing_version(tmp_path):
         (lambda d: d.__setitem__("cost_s", {"k80": [10**400] * 5}), r"field 'k80'\[0\] is too large"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [1, 2.5, 1, 1, 1]), r"field 'out_bytes'\[1\] must be a whole number"),
         (lambda d: d["nodes"].__setitem__("phase", ["forward"] * 4 + ["sideways"]), r"unknown phase 'sideways'"),
+        # a phase is a name or an integer, read strictly: a float one (which OpGraph would take) was read as 1
+        (lambda d: d["nodes"].__setitem__("phase", [0, 1.0, 0, 0, 0]), r"field 'phase'\[1\] must be a name or an integer, found 1\.0"),
         (lambda d: d["edges"].__setitem__("dst", [1, 2, 3, 3, 9]), r"names consumer 9, which is not a node"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [12, -1, 8, 3, 0]), r"node 'mm' has negative out_bytes"),
         (lambda d: d["nodes"]["name"].__setitem__(1, "in"), r"node name 'in' is used twice"),
@@ -455,6 +457,15 @@ def test_to_networkx_attributes():
     assert G.nodes["upd"]["phase"] == "update" and G.nodes["upd"]["param_bytes"] == 2**33 + 1
     assert G.edges["in", "grad"] == {"bytes": 5, "index": 3}
     assert G.number_of_edges() == 5
+
+
+def test_to_networkx_is_a_copy_down_to_the_meta():
+    """Changing the networkx copy's nested meta leaves the graph's as it was (its meta was the graph's own dict)."""
+    g = OpGraph(["a"], meta={"knobs": {"layers": 2}})
+    G = to_networkx(g)
+    G.graph["meta"]["knobs"]["layers"] = 9
+    G.graph["meta"]["family"] = "x"
+    assert g.meta == {"knobs": {"layers": 2}}
 
 
 def test_to_networkx_omits_cost_when_unmeasured():
