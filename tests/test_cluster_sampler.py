@@ -105,3 +105,34 @@ def test_a_cpu_reaches_its_gpus_over_pcie3_or_the_network_never_nvlink():
         for other in range(c.num_devices):
             if other != cpu:
                 assert c.bandwidth[cpu, other] in allowed and c.bandwidth[other, cpu] in allowed
+
+
+def test_devices_kinds_speeds_memories_and_hosts_are_drawn_as_documented():
+    """The module docstring's ranges, each at its ends: one to three GPU kinds sitting in runs, each kind's peak FLOP/s
+    and memory bandwidth scaled by two factors of [0.7, 1.3], tight memories of 0.75 to 3 GiB, and hosts of
+    consecutive devices (mutants drawing at most two kinds, interleaving them, one factor for both rates, wider
+    factors, a 0.5 GiB tight memory or unsorted hosts passed)."""
+    from gnplace.cluster import DEVICE_KINDS
+
+    assert TIGHT_MEMORY == (0.75 * 2**30, 2**30, 1.5 * 2**30, 2 * 2**30, 3 * 2**30)
+    clusters = [random_cluster(s) for s in range(200)]
+    assert max(len(set(c.kinds) - {"cpu"}) for c in clusters) == 3
+    flops, bandwidth, tight = [], [], set()
+    for c in clusters:
+        gpus = [d for d in c.devices if d.kind != "cpu"]
+        changes = sum(a.kind != b.kind for a, b in zip(gpus, gpus[1:]))
+        assert changes <= 2, c.kinds  # at most three runs of one kind each
+        for d in gpus:
+            flops.append(d.peak_flops / DEVICE_KINDS[d.kind]["peak_flops"])
+            bandwidth.append(d.mem_bandwidth / DEVICE_KINDS[d.kind]["mem_bandwidth"])
+            if d.memory != DEVICE_KINDS[d.kind]["memory"]:
+                tight.add(d.memory)
+        remote = c.latency >= LINK_KINDS["infiniband"]["latency"]  # another host (intra-host links are faster)
+        for a in range(c.num_devices):
+            for b in range(a + 1, c.num_devices):
+                if not remote[a, b]:
+                    assert not remote[a, a:b + 1].any(), c.name  # a host's devices are consecutive
+    for factors in (flops, bandwidth):
+        assert 0.7 <= min(factors) < 0.72 and 1.28 < max(factors) <= 1.3
+    assert not np.allclose(flops, bandwidth)
+    assert tight == set(TIGHT_MEMORY)
