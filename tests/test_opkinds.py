@@ -103,6 +103,10 @@ def test_unknown_base_kind_is_an_error():
         ("loss_grad", BACKWARD, "loss_grad"), ("grad_sum", BACKWARD, "elementwise_grad"),
         ("sgd_update", UPDATE, "update"), ("momentum_update", UPDATE, "update"), ("adam_update", UPDATE, "update"),
         ("lamb_update", UPDATE, "update"), ("matmul", BACKWARD, "matmul_grad"), ("relu_grad", BACKWARD, "activation_grad"),
+        # a name ending in _update is an update in any phase; aten's weight gradient of a convolution; one suffix
+        # is dropped, not two (mutants without the _update rule, without _backward_weight, or stripping on passed)
+        ("lamb_update", FORWARD, "update"), ("convolution_backward_weight", BACKWARD, "conv_grad"),
+        ("relu_forward_grad", BACKWARD, "other_grad"),
     ],
 )
 def test_canonical_kind_of_raw_types(op_type, phase, kind):
