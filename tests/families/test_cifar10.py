@@ -184,6 +184,15 @@ def test_random_knobs_stay_in_their_ranges(space: str) -> None:
         assert all(16 <= c <= 96 for c in channels)
 
 
+@pytest.mark.parametrize("space, channels", [("micro", (8, 48)), ("macro", (16, 96))])
+def test_random_knobs_reach_both_ends_of_the_channels_and_batches(space: str, channels: tuple[int, int]) -> None:
+    """Mutants never drawing a batch of 160, or 48 micro channels, passed the test above."""
+    rng = np.random.default_rng(0)
+    draws = [random_knobs(rng, space=space) for _ in range(3000)]
+    assert {d["batch"] for d in draws} == set(range(32, 161, 16))
+    assert (min(d["channels"] for d in draws), max(d["channels"] for d in draws)) == channels
+
+
 @pytest.mark.parametrize(("knob", "value"), [
     ("skip_prob", "0.4"), ("skip_prob", True), ("skip_prob", float("nan")), ("skip_prob", 1.5), ("dropout", 1.5),
     ("dropout", -0.1), ("dropout", None),

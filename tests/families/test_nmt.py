@@ -157,6 +157,19 @@ def test_random_knobs_stay_in_their_ranges() -> None:
     assert {d["bidirectional"] for d in draws} == {True, False}
 
 
+def test_random_knobs_reach_both_ends_of_every_range() -> None:
+    """Each documented range is drawn whole, and a bidirectional encoder 3 times in 4 (mutants never drawing 4 layers, a
+    batch of 128 or the ends of the others, or bidirectional encoders half the time, passed)."""
+    rng = np.random.default_rng(0)
+    draws = [random_knobs(rng) for _ in range(3000)]
+    assert {d["layers"] for d in draws} == {1, 2, 3, 4}
+    assert {d["batch"] for d in draws} == set(range(16, 129, 16))
+    for knob, low, high in (("units", 128, 1024), ("vocab", 2000, 32_000), ("src_steps", 2, 30), ("tgt_steps", 2, 30)):
+        assert min(d[knob] for d in draws) == low and max(d[knob] for d in draws) == high, knob
+    assert max(d["layers"] * (d["src_steps"] + d["tgt_steps"]) for d in draws) == 100
+    assert 0.72 < np.mean([d["bidirectional"] for d in draws]) < 0.78
+
+
 @pytest.mark.parametrize("value", ["False", "no", None, 1])
 def test_a_non_boolean_bidirectional_is_rejected(value: Any) -> None:
     # bool("False") is True: the string built a bidirectional encoder without a word

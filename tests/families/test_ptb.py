@@ -142,6 +142,17 @@ def test_random_knobs_stay_in_their_ranges() -> None:
     assert {d["num_nodes"] for d in draws} == set(range(4, 13))
 
 
+def test_random_knobs_reach_both_ends_of_every_range() -> None:
+    """Each documented range is drawn whole (mutants never drawing a batch of 64, or the ends of the others, passed)."""
+    rng = np.random.default_rng(0)
+    draws = [random_knobs(rng) for _ in range(3000)]
+    assert {d["batch"] for d in draws} == set(range(16, 65, 4))
+    assert {d["vocab"] for d in draws} == set(range(1000, 10_001, 1000))
+    assert min(d["hidden"] for d in draws) == 64 and max(d["hidden"] for d in draws) == 748
+    assert min(d["steps"] for d in draws) == 2 and max(d["steps"] for d in draws) == 35
+    assert max(d["num_nodes"] * d["steps"] for d in draws) == 320
+
+
 # ---------------------------------------------------------------------------------- size bound of the knobs
 def _imported_ops(model: torch.nn.Module, steps: int) -> int:
     from gnplace.importers.torch import from_module
