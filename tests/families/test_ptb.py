@@ -203,3 +203,13 @@ def test_estimate_size_refuses_a_knob_below_its_least(knobs: dict[str, Any], mes
     """steps=2.5 gave a bound of 621.0 ops and num_nodes=-1 a negative one."""
     with pytest.raises(InvalidArgument, match=message):
         estimate_size(**knobs)
+
+
+def test_weights_are_uniform_in_plus_minus_0_04_and_the_vocabulary_at_least_2() -> None:
+    """ENAS's initialisation range, reached from inside (a mutant of 0.05 passed), and the least vocabulary."""
+    model, _ = sample(0, hidden=32, steps=2, batch=2, vocab=50, num_nodes=3)
+    for name, weight in model.named_parameters():
+        assert 0.039 < float(weight.detach().abs().max()) <= 0.04, name
+    assert sample(0, **{**TINY, "vocab": 2})[0].embedding.num_embeddings == 2
+    with pytest.raises(InvalidArgument, match=r"^knob 'vocab' must be >= 2, got 1$"):
+        sample(0, **{**TINY, "vocab": 1})
