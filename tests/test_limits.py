@@ -529,3 +529,23 @@ def test_yaml_numbers_read_as_written_not_as_yaml_1_1_octal_binary_or_sexagesima
     cluster = tmp_path / "c.yaml"
     cluster.write_text("devices: [{name: g, kind: gpu, peak_flops: 1e12, memory: 010, mem_bandwidth: 1e10}]\n")
     assert load_cluster(cluster).devices[0].memory == 10
+
+
+def test_the_module_table_gives_each_limit_its_value():
+    """The table atop gnplace.limits (which docs and messages quote) is what the readers enforce: a mutant of MAX_NODES
+    20,000,001 passed every test."""
+    import re
+
+    import gnplace.limits as limits
+
+    table = dict(re.findall(r"^``(\w+)``\s+(.+?)\s*$", limits.__doc__ or "", flags=re.M))
+    expected = {"MAX_FILE_BYTES": 4 * 2**30, "MAX_TEXT_BYTES": 4 * 2**30, "MAX_INFLATION": 100, "MAX_DEPTH": 64,
+                "MAX_NODES": 20_000_000, "MAX_EDGES": 100_000_000, "MAX_DEVICES": 4096, "MAX_COUNT": 2**62,
+                "MIN_RATE": 1000, "MAX_WIDTH": 8192, "MAX_LAYERS": 64, "MAX_DRAWN": 16384, "MAX_BUDGET": 10**9,
+                "MAX_EPOCHS": 1000, "MIN_INFLATED": 64 * 2**20}
+    assert set(table) == set(expected) - {"MIN_INFLATED"} | {"MAX_SECONDS"}
+    for name, value in expected.items():
+        assert getattr(limits, name) == value, name
+    assert limits.MAX_SECONDS == limits.MAX_COUNT / limits.MIN_RATE
+    assert table["MAX_NODES"].startswith("20,000,000 ") and table["MAX_EDGES"].startswith("100,000,000 ")
+    assert table["MAX_INFLATION"].startswith("100 times") and "(64 MiB)" in table["MAX_INFLATION"]
