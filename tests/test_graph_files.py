@@ -94,3 +94,11 @@ def test_a_folder_or_device_given_as_a_graph_file_is_named_as_what_it_is(graphs,
 def test_an_empty_graph_path_is_refused():
     with pytest.raises(GnplaceError, match="an empty graph path"):  # Path("") was the current folder
         collect_graphs([""])
+
+
+def test_a_graph_named_twice_by_two_spellings_of_its_path_is_one_graph(graphs, monkeypatch):
+    """Its folder given absolute and the file relative (or through a '..') name one file: it is read once (a mutant
+    telling paths apart by their spelling passed)."""
+    monkeypatch.chdir(graphs.parent)
+    found = collect_graphs([str(graphs), f"{graphs.name}/mlp2.gnpg", f"{graphs.name}/../{graphs.name}/mlp3.gnpg"])
+    assert found == [graphs / "mlp2.gnpg", graphs / "mlp3.gnpg"]
