@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gnplace.exceptions import GnplaceError
+from gnplace.exceptions import GnplaceError, InvalidGraph
 from gnplace.graph_files import collect_graphs
 from gnplace.graph_io import load_graph, save_graph
 
@@ -102,3 +102,28 @@ def test_a_graph_named_twice_by_two_spellings_of_its_path_is_one_graph(graphs, m
     monkeypatch.chdir(graphs.parent)
     found = collect_graphs([str(graphs), f"{graphs.name}/mlp2.gnpg", f"{graphs.name}/../{graphs.name}/mlp3.gnpg"])
     assert found == [graphs / "mlp2.gnpg", graphs / "mlp3.gnpg"]
+
+
+def test_a_manifest_folder_gives_the_graphs_of_the_split_asked(graphs, tmp_path):
+    """Its manifest's split, by entry (a mutant giving every graph listed, whatever the split, passed)."""
+    import shutil
+
+    folder = tmp_path / "data"
+    shutil.copytree(graphs, folder)
+    entries = [{"file": "mlp2.gnpg", "split": "train"}, {"file": "mlp3.gnpg", "split": "test"}]
+    manifest = {"format": "gnplace-dataset", "version": 1, "graphs": entries}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert collect_graphs(folder, split="test") == [folder / "mlp3.gnpg"]
+    assert collect_graphs(folder, split="train") == [folder / "mlp2.gnpg"]
+    assert collect_graphs(folder) == [folder / "mlp2.gnpg", folder / "mlp3.gnpg"]
+    del entries[1]["split"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InvalidGraph, match=r"manifest\.json: graph entry 1 needs a 'split' \(a string\), got None$"):
+        collect_graphs(folder, split="test")
+    assert len(collect_graphs(folder)) == 2  # all: no split needed
+
+
+@pytest.mark.parametrize("spec", ["", "  "])
+def test_a_blank_graph_path_is_refused_as_empty(spec):
+    with pytest.raises(GnplaceError, match=r"^an empty graph path: name a graph file or a folder"):
+        collect_graphs([spec])
