@@ -227,3 +227,26 @@ def test_estimate_size_and_num_parameters_refuse_an_unknown_attention_and_a_bad_
                            ({"bidirectional": "False"}, "'bidirectional' must be True or False")):
         with pytest.raises(InvalidArgument, match=message):
             estimate_size(**knobs)
+
+
+def test_the_backward_layer_reads_the_source_from_its_end() -> None:
+    """Position t of a bidirectional layer's memory holds the forward state after x_0..x_t beside the backward one after
+    x_{S-1}..x_t (a mutant running the backward cell forwards passed)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = NMTModel(NMTConfig(layers=1, units=4, vocab=10, bidirectional=True))
+        x = torch.randn(2, 3, 4)
+    with torch.no_grad():
+        memory, _ = model.encoder(x)
+        zeros = torch.zeros(2, 4)
+        h, c = model.encoder.cells[0](x[:, 0], zeros, zeros)
+        hb, cb = model.encoder.backward_cell(x[:, 2], zeros, zeros)
+        assert torch.allclose(memory[:, 0, :4], h) and torch.allclose(memory[:, 2, 4:], hb)
+        hb, cb = model.encoder.backward_cell(x[:, 1], hb, cb)
+        hb, cb = model.encoder.backward_cell(x[:, 0], hb, cb)
+        assert torch.allclose(memory[:, 0, 4:], hb)
+
+
+def test_normed_bahdanau_starts_its_gain_at_the_square_root_of_one_over_the_units() -> None:
+    """As tensorflow's normed Bahdanau attention (a mutant starting it at 1 passed)."""
+    assert float(Attention("normed_bahdanau", 8, 16).g.detach()) == 0.25
