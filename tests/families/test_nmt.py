@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -250,3 +251,17 @@ def test_the_backward_layer_reads_the_source_from_its_end() -> None:
 def test_normed_bahdanau_starts_its_gain_at_the_square_root_of_one_over_the_units() -> None:
     """As tensorflow's normed Bahdanau attention (a mutant starting it at 1 passed)."""
     assert float(Attention("normed_bahdanau", 8, 16).g.detach()) == 0.25
+
+
+def test_every_lstm_cell_adds_a_forget_bias_of_1() -> None:
+    """tensorflow/nmt's BasicLSTMCell: c' = c sigmoid(f + 1) + ..., in the encoder's cells too (a mutant building them
+    with a forget bias of 0 passed)."""
+    model = NMTModel(NMTConfig(layers=2, units=4, vocab=10, bidirectional=True))
+    cells = [m for m in model.modules() if isinstance(m, LSTMCell)]
+    assert len(cells) == 5 and {cell.forget_bias for cell in cells} == {1.0}
+    cell = cells[0]
+    with torch.no_grad():
+        cell.weight.zero_()  # every gate 0: c' = c sigmoid(1) + sigmoid(0) tanh(0)
+        c = torch.ones(1, 4)
+        _, c_next = cell(torch.zeros(1, cell.weight.shape[0] - 4), torch.zeros(1, 4), c)
+    assert torch.allclose(c_next, torch.full((1, 4), 1 / (1 + math.exp(-1))))
