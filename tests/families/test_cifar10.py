@@ -18,6 +18,7 @@ from gnplace.families.cifar10 import (
     MicroArch,
     MicroNet,
     SepConv,
+    estimate_size,
     random_knobs,
     sample,
     sample_macro_arch,
@@ -279,3 +280,18 @@ def test_estimate_size_refuses_an_unknown_space_and_a_count_below_its_least() ->
         with pytest.raises(InvalidArgument, match=message):
             cifar10.estimate_size(**knobs)
     assert cifar10.estimate_size(layers=cifar10.MAX_LAYERS + 1).ops > cifar10.MAX_GRAPH_OPS  # no cap: it says how big
+
+
+def test_a_micro_block_may_read_the_block_just_before_it() -> None:
+    """Block j reads any of ids 0..j+1, the last one the block before it (a mutant drawing from 0..j passed)."""
+    rng = np.random.default_rng(0)
+    cells = [cell for _ in range(20) for cell in (lambda a: (a.normal, a.reduce))(sample_micro_arch(rng, 5))]
+    reads = {(j, i) for cell in cells for j, (x_id, _, y_id, _) in enumerate(cell) for i in (x_id, y_id)}
+    assert reads == {(j, i) for j in range(5) for i in range(j + 2)}
+
+
+def test_a_macro_net_without_skips_is_bounded_without_them() -> None:
+    """52 + 32 (L - 1) + 60 (L // 3) ops where skip_prob is 0, L (L - 1) / 2 more otherwise (a mutant counting the skips
+    always passed)."""
+    assert estimate_size(layers=6, space="macro", skip_prob=0.0).ops == 52 + 32 * 5 + 60 * 2
+    assert estimate_size(layers=6, space="macro", skip_prob=0.4).ops == 52 + 32 * 5 + 15 + 60 * 2
