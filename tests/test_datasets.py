@@ -514,3 +514,25 @@ def test_generate_graph_refuses_a_size_range_no_draw_could_meet_before_drawing(k
     monkeypatch.setattr(ptb, "sample", lambda *a, **k: pytest.fail("a graph was built"))
     with pytest.raises(InvalidArgument, match=f"generate_graph: {message}"):
         generate_graph("ptb", 0, **kwargs)
+
+
+def test_the_test_split_is_the_first_quarter_of_the_seeds_permutation(tmp_path, monkeypatch):
+    """The module's rule: the test split is the first ``test_count`` (default ``count // 4``) entries of
+    ``numpy.random.default_rng(seed).permutation(count)``; the shipped datasets were split by it (a mutant of a third
+    passed). Each graph is a tiny stand-in: the split alone is under test."""
+    import gnplace.datasets as datasets
+    from gnplace.toy import chain_graph
+
+    def tiny(family, index, *, seed, optimizer):
+        meta = {"family": family, "seed": seed, "index": index, "optimizer": optimizer, "knobs": {}}
+        return chain_graph(2).replace(name=f"{family}_{index:03d}", meta=meta), {}
+
+    monkeypatch.setattr(datasets, "generate_graph", tiny)
+    entries = load_manifest(generate_dataset("ptb", 12, tmp_path / "d", seed=3).parent)["graphs"]
+    test = sorted(np.random.default_rng(3).permutation(12)[:3].tolist())
+    assert [i for i, e in enumerate(entries) if e["split"] == "test"] == test != [0, 1, 2]
+    assert all(e["split"] == "train" for i, e in enumerate(entries) if i not in test)
+    for family in FAMILIES:
+        manifest = load_manifest(ROOT / "datasets" / family)
+        shipped = [i for i, e in enumerate(manifest["graphs"]) if e["split"] == "test"]
+        assert shipped == sorted(np.random.default_rng(manifest["seed"]).permutation(32)[:8].tolist()), family
