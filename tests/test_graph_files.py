@@ -127,3 +127,17 @@ def test_a_manifest_folder_gives_the_graphs_of_the_split_asked(graphs, tmp_path)
 def test_a_blank_graph_path_is_refused_as_empty(spec):
     with pytest.raises(GnplaceError, match=r"^an empty graph path: name a graph file or a folder"):
         collect_graphs([spec])
+
+
+def test_a_manifest_folder_with_no_graph_of_the_split_says_nothing_of_its_json_files(graphs, tmp_path):
+    """The note on *.json graphs is for folders without a manifest, whose graphs a manifest names (a mutant giving it
+    in a manifest's folder too passed)."""
+    import shutil
+
+    folder = tmp_path / "data"
+    shutil.copytree(graphs, folder)
+    manifest = {"format": "gnplace-dataset", "version": 1, "graphs": [{"file": "mlp2.gnpg", "split": "train"}]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "notes.json").write_text("{}")
+    with pytest.raises(GnplaceError, match=r"data: no graphs \(split 'test'\)$"):
+        collect_graphs(folder, split="test")
