@@ -783,3 +783,63 @@ def test_a_copy_that_materialises_a_conjugate_or_negative_view_counts_its_negati
         g = import_step(Conjugate(), (torch.ones(3, 4, dtype=torch.complex64),)).graph
     clones = [g.flops[i] for i, name in enumerate(g.node_names) if name.startswith("root/clone")]
     assert sorted(clones) == [12.0, 12.0]
+
+
+@pytest.mark.parametrize(
+    "name, args, out_shape, expected",
+    [
+        # a batched matmul: 2 M K N per matrix of the batch (a mutant counting one matrix passed)
+        ("matmul", (torch.zeros(3, 8, 16), torch.zeros(3, 16, 4)), (3, 8, 4), 2 * 3 * 8 * 16 * 4),
+        # addmv and baddbmm add their input once per output element (mutants dropping the add passed)
+        ("addmv", (torch.zeros(8), torch.zeros(8, 16), torch.zeros(16)), (8,), 2 * 8 * 16 + 8),
+        ("baddbmm", (torch.zeros(3, 8, 4), torch.zeros(3, 8, 16), torch.zeros(3, 16, 4)), (3, 8, 4),
+         2 * 3 * 8 * 16 * 4 + 3 * 8 * 4),
+        # normalisations 5 FLOP per element, their backwards 8, softmax's backward 3 (each untested)
+        ("native_batch_norm", (torch.zeros(2, 3, 4, 4),), (2, 3, 4, 4), 5 * 96),
+        ("native_layer_norm", (torch.zeros(4, 10),), (4, 10), 5 * 40),
+        ("native_batch_norm_backward", (torch.zeros(2, 3, 4, 4), torch.zeros(2, 3, 4, 4)), (2, 3, 4, 4), 8 * 96),
+        ("native_layer_norm_backward", (torch.zeros(4, 10), torch.zeros(4, 10)), (4, 10), 8 * 40),
+        ("_softmax_backward_data", (torch.zeros(4, 10), torch.zeros(4, 10), -1), (4, 10), 3 * 40),
+        # a mean loss's backward reads a scalar gradient: 3 FLOP per element of the input, not of the gradient
+        ("mse_loss_backward", (torch.zeros(()), torch.zeros(4, 10), torch.zeros(4, 10), 1), (4, 10), 3 * 40),
+    ],
+)
+def test_more_closed_forms(name, args, out_shape, expected):
+    assert op_flops(name, args, {}, [torch.zeros(out_shape)]) == expected
+
+
+def test_a_convolutions_bias_and_each_gradient_its_backward_takes_are_counted():
+    """The bias adds one FLOP per output element; the backward counts dX, dW (each the forward's products) and the
+    bias's sum (one per output element) as its output mask asks: a first layer, its input needing no gradient, takes
+    no dX. Mutants dropping the bias, or ignoring any entry of the mask, passed."""
+    x, w, b = torch.zeros(2, 8, 10, 10), torch.zeros(16, 8, 3, 3), torch.zeros(16)
+    out = torch.zeros(2, 16, 5, 5)
+    products = 2 * 2 * 16 * 5 * 5 * 8 * 9
+    assert op_flops("convolution", (x, w, b, [2, 2], [1, 1], [1, 1], False, [0, 0], 1), {}, [out]) == \
+        products + out.numel()
+    grad_args = (out, x, w, [16], [2, 2], [1, 1], [1, 1], False, [0, 0], 1)
+    for mask, expected in [([True, True, True], 2 * products + out.numel()),
+                           ([False, True, True], products + out.numel()),
+                           ([True, False, False], products),
+                           ([False, False, True], out.numel())]:
+        assert op_flops("convolution_backward", (*grad_args, mask), {}, [x, w, b]) == expected
+
+
+def test_a_transposed_convolution_given_by_keyword_is_counted_per_input_element():
+    x, w, out = torch.zeros(2, 16, 8, 8), torch.zeros(16, 8, 4, 4), torch.zeros(2, 8, 16, 16)
+    assert op_flops("convolution", (x, w, None), {"transposed": True}, [out]) == 2 * 2 * 8 * 8 * 16 * 8 * 16
+
+
+def test_attentions_backward_counts_the_keys_length_apart_from_the_queries():
+    """Lq = 8 queries over Lk = 32 keys: backward 8 B Lq Lk d + 10 B Lq Lk (a mutant using Lq twice passed)."""
+    q, k = torch.zeros(2, 4, 8, 16), torch.zeros(2, 4, 32, 16)
+    fwd = op_flops("_scaled_dot_product_flash_attention", (q, k, k), {}, [q])
+    assert fwd == 4 * 8 * 8 * 32 * 16 + 5 * 8 * 8 * 32
+    assert op_flops("_scaled_dot_product_flash_attention_backward", (q, q, k, k), {}, [q, k, k]) == 2 * fwd
+    assert op_flops("_scaled_dot_product_flash_attention_backward", (q, q, k, k), {}, [q, k, k]) == 2 * fwd
+
+
+def test_an_absent_output_counts_no_element():
+    """Outputs are flattened with None for non-tensors (a gradient its mask leaves out): None holds no element."""
+    x = torch.zeros(4, 5)
+    assert op_flops("add", (x, x), {}, [x, None]) == 20
