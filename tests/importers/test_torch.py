@@ -475,6 +475,7 @@ def test_shared_parameter_is_served_by_a_read_op():
     consumers = g.edge_dst[g.edge_src == read]
     assert g.group[read] == g.group[g.index("a/addmm")]
     assert g.index("b/addmm") in consumers.tolist()
+    assert g.edge_bytes[g.edge_src == read].tolist() == [8 * 8 * 4] * len(consumers)  # the weight's bytes each
     assert sum(1 for n in g.node_names if n.startswith("update/")) == 3  # a.weight, a.bias, b.bias
 
 
@@ -872,3 +873,102 @@ def test_the_forward_ops_reading_a_buffer_or_frozen_parameter_beside_another_ten
     assert graph.meta["untrained_readers"] == {"center": ["root/sub"], "gain": ["root/mul"]}
     assert "untrained_readers" not in from_module(nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8)),
                                                   (torch.randn(4, 8),), loss=lambda y: y.sum()).meta
+
+
+def test_a_linears_input_update_and_optimizer_state_bytes_and_flop_by_hand():
+    """Linear(4, 8) on a batch of 16: the input op holds 16 x 4 floats (256 B) and passes them to the product and to
+    the weight's gradient; the weight's update holds its 32 floats (128 B) times the optimizer's state factor (SGD 1,
+    momentum 2, Adam and AdamW 3) and costs 2, 4, 10 or 12 FLOP per element, writing no output. Mutants giving
+    momentum one state, the input op or its edges no bytes, or the update op the parameter's bytes as output, passed
+    (the other tests read the factors from OPTIMIZERS itself)."""
+    expected = {"sgd": (128, 64.0), "momentum": (256, 128.0), "adam": (384, 320.0), "adamw": (384, 384.0)}
+    for optimizer, (state, flops) in expected.items():
+        g = from_module(nn.Linear(4, 8), (torch.zeros(16, 4),), loss=lambda out: out.sum(), optimizer=optimizer)
+        update = g.index("update/weight")
+        assert (int(g.param_bytes[update]), float(g.flops[update]), int(g.out_bytes[update])) == (state, flops, 0)
+    x = g.index("input/0")
+    assert g.out_bytes[x] == 16 * 4 * 4
+    edges = {(g.node_names[u], g.node_names[v]): int(b) for u, v, b in zip(g.edge_src, g.edge_dst, g.edge_bytes)}
+    assert edges[("input/0", "root/addmm")] == edges[("input/0", "grad/root/mm")] == 16 * 4 * 4
+    assert edges[("grad/root/mm", "update/weight")] == 8 * 4 * 4
+
+
+def test_a_convolutions_update_reads_its_weights_gradient_alone_and_joins_its_module():
+    """convolution_backward writes dX, dW and db together (1,760 B); the weight's update reads dW's 864 B of them (a
+    mutant passing every output passed), and is in the conv's module (a mutant leaving the module empty passed)."""
+    class Conv(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x).sum()
+
+    g = from_module(Conv(), (torch.zeros(2, 3, 6, 6, requires_grad=True),))
+    grad, update = g.index("grad/conv/convolution_backward"), g.index("update/conv.weight")
+    assert g.out_bytes[grad] == (2 * 3 * 36 + 8 * 3 * 9 + 8) * 4
+    edge = np.flatnonzero((g.edge_src == grad) & (g.edge_dst == update))
+    assert g.edge_bytes[edge].tolist() == [8 * 3 * 9 * 4]
+    assert g.module[update] == g.module[g.index("update/conv.bias")] == "conv"
+
+
+def test_an_input_is_in_the_group_of_its_first_consumer():
+    """x feeds act(x) then fc(x): its input op joins act's call, not that of fc's weight gradient, its last reader
+    (a mutant taking the last consumer passed)."""
+    class Two(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.act, self.fc = nn.Tanh(), nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (self.act(x) * self.fc(x)).sum()
+
+    g = from_module(Two(), (torch.zeros(3, 4),))
+    assert g.group[g.index("input/0")] == g.group[g.index("act/tanh")] != g.group[g.index("grad/fc/mm")]
+
+
+def test_an_edge_passing_two_outputs_of_one_op_carries_the_larger():
+    """sort's indices (int64, 240 B) and values (120 B) both feed one mul: the edge carries 240 B, whichever is read
+    last (a mutant keeping the last tensor's bytes passed)."""
+    class Sorted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(6, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            values, indices = self.fc(x).sort(dim=-1)
+            return (indices * values).sum()
+
+    g = from_module(Sorted(), (torch.zeros(5, 6),))
+    edge = np.flatnonzero((g.edge_src == g.index("root/sort")) & (g.edge_dst == g.index("root/mul")))
+    assert g.edge_bytes[edge].tolist() == [5 * 6 * 8]
+
+
+def test_a_view_of_a_view_is_folded_into_the_op_that_made_the_data():
+    """sum reads h.view(2, 8).t(): its edge comes from the product (a mutant resolving a view's source one level
+    only dropped the edge without a word)."""
+    fc = nn.Linear(4, 4)
+    g = from_module(fc, (torch.zeros(4, 4),), loss=lambda out: out.view(2, 8).t().square().sum())
+    edge = np.flatnonzero((g.edge_src == g.index("root/addmm")) & (g.edge_dst == g.index("root/pow")))
+    assert g.edge_bytes[edge].tolist() == [16 * 4]
+
+
+def test_tied_parameters_and_the_readers_of_a_childs_buffer_are_in_the_meta():
+    """A tied weight is named in the meta with the parameter it shares; a module holding a parameter and a child
+    with a buffer is no module every device_map hooks, so its op reading the child's buffer is recorded (mutants
+    leaving out the tied names, or taking every module holding a parameter for hooked, passed)."""
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+            self.b.weight = self.a.weight
+            self.w = nn.Parameter(torch.ones(4))
+            self.sub = nn.Module()
+            self.sub.register_buffer("scale", torch.ones(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (self.b(self.a(x)) * self.w + self.sub.scale).sum()
+
+    g = from_module(Tied(), (torch.zeros(3, 4),))
+    assert g.meta["tied_parameters"] == {"b.weight": "a.weight"}
+    assert g.meta["untrained_readers"] == {"sub.scale": ["root/add"]}
