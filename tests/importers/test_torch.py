@@ -972,3 +972,22 @@ def test_tied_parameters_and_the_readers_of_a_childs_buffer_are_in_the_meta():
     g = from_module(Tied(), (torch.zeros(3, 4),))
     assert g.meta["tied_parameters"] == {"b.weight": "a.weight"}
     assert g.meta["untrained_readers"] == {"sub.scale": ["root/add"]}
+
+
+def test_a_write_into_one_split_piece_leaves_the_readers_of_the_others_alone():
+    """As LSTM cells do, a gate chunk activated in place (unsafe_chunk, sigmoid_): the other chunk's reader follows the
+    product, not the write (a mutant tying every later reader of the tensor to the write passed)."""
+    class Gates(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a, b = self.fc(x).unsafe_chunk(2, dim=1)
+            a.sigmoid_()
+            return (a * 2).sum() + b.square().sum()
+
+    g = from_module(Gates(), (torch.zeros(3, 4),))
+    edges = {(g.node_names[u], g.node_names[v]) for u, v in zip(g.edge_src, g.edge_dst)}
+    assert ("root/sigmoid_", "root/mul") in edges and ("fc/addmm", "root/pow") in edges
+    assert ("root/sigmoid_", "root/pow") not in edges
