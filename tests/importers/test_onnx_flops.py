@@ -352,3 +352,32 @@ def test_the_ops_of_opsets_23_to_28_get_rules_as_torchs():
     assert grad_flops("RotaryEmbedding", {"num_heads": 4}, packed, [(2, 6, 32)], 0, 0.0) == 3 * 192
     assert forward_flops("TensorScatter", {"axis": 2}, [(2, 4, 16, 8), (2, 4, 3, 8)], [(2, 4, 16, 8)]) == 0
     assert forward_flops("BitCast", {"to": 6}, [(4, 5)], [(4, 5)]) == 0
+
+
+def test_an_attention_counts_the_values_head_size_and_its_own_heads():
+    """Scores use q's head size, the weighted sum v's: d 16, dv 32 is 2 B Lq Lk (16 + 32) + 5 B Lq Lk (a mutant using
+    d twice passed); grouped-query attention (4 query heads, 2 key/value heads, head size 16 each) splits v's hidden
+    size over its kv_num_heads (a mutant splitting it over the query heads passed)."""
+    four = [(2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 32)]
+    assert forward_flops("Attention", {}, four, [(2, 4, 8, 32)]) == 2 * 8 * 8 * 8 * (16 + 32) + 5 * 8 * 8 * 8
+    grouped = {"q_num_heads": 4, "kv_num_heads": 2}
+    three = [(2, 8, 64), (2, 8, 32), (2, 8, 32)]
+    assert forward_flops("Attention", grouped, three, [(2, 8, 64)]) == 2 * 8 * 8 * 8 * (16 + 16) + 5 * 8 * 8 * 8
+
+
+def test_a_transposed_convolutions_gradients_work_per_input_element_as_its_forward():
+    """ConvTranspose's data and weight gradients each cost its forward products, 2 N Cin H W (Cout / group) Kh Kw
+    counted over the input (a mutant counting them over the larger output, 4.84x here, passed)."""
+    inputs, out = [(1, 4, 5, 5), (4, 2, 3, 3), (2,)], [(1, 2, 11, 11)]
+    products = 2 * 4 * 25 * 2 * 9
+    assert [grad_flops("ConvTranspose", {}, inputs, out, k, 0.0) for k in range(3)] == [products, products, 2 * 121]
+
+
+def test_division_power_and_pooling_gradients_follow_aten():
+    """Div's, Sqrt's gradients 2 FLOP per element, Pow's 3; a pool's gradient spreads each input element's window
+    (MaxPool 3 x 3: 9 per input element). Mutants of 1 for Div, 2 for Pow and 1 per input element passed."""
+    s = [(4, 8)]
+    assert grad_flops("Div", {}, s * 2, s, 0, 32) == grad_flops("Sqrt", {}, s, s, 0, 32) == 2 * 32
+    assert grad_flops("Pow", {}, s * 2, s, 0, 32) == 3 * 32
+    pool = {"kernel_shape": [3, 3], "strides": [3, 3]}
+    assert grad_flops("MaxPool", pool, [(2, 4, 9, 9)], [(2, 4, 3, 3)], 0, 2 * 4 * 81) == 2 * 4 * 81 * 9
