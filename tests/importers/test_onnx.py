@@ -1382,3 +1382,26 @@ def test_dft_reads_its_axis_input_from_opset_20_and_deform_conv_imports_with_its
     grads = {name: deform.flops[k] for k, name in enumerate(deform.node_names) if name.startswith("grad/deform/")}
     shared = conv + points * 16  # the sampled values' gradient and the points, once, with the first gradient
     assert grads == {"grad/deform/w": conv + values * 4 + shared, "grad/deform/offset": 2 * values * 4 + 2 * 2 * points}
+
+
+def test_each_gradient_reads_the_tensors_its_op_saves():
+    """Mul's weight gradient reads the other factor (x), Gelu's its input, Tanh's and Relu's their output, Gemm's
+    weight gradient the data and its bias gradient the output's gradient alone: every edge of the step, by hand
+    (mutants leaving Mul, Gelu, Tanh or Relu out of its saves set, or Gemm out of BIAS_SLOT, passed the importer's
+    other tests)."""
+    nodes = [helper.make_node("Mul", ["x", "w"], ["m"], name="mul"), helper.make_node("Gelu", ["m"], ["g"], name="gelu"),
+             helper.make_node("Tanh", ["g"], ["t"], name="tanh"), helper.make_node("Relu", ["t"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "v", "c"], ["y"], name="fc", transB=1)]
+    g = from_onnx(model(nodes, [vi("x", [4, 8])], [vi("y", [4, 2])], [weight("w", 4, 8), weight("v", 2, 8),
+                                                                        weight("c", 2)], opset=20))
+    act = 4 * 8 * 4
+    assert {(g.node_names[u], g.node_names[v]): int(b) for u, v, b in zip(g.edge_src, g.edge_dst, g.edge_bytes)} == {
+        ("input/x", "mul"): act, ("mul", "gelu"): act, ("gelu", "tanh"): act, ("tanh", "relu"): act,
+        ("relu", "fc"): act, ("fc", "loss"): 32, ("loss", "grad/loss/y"): 4, ("grad/loss/y", "grad/fc/r"): 32,
+        ("grad/loss/y", "grad/fc/v"): 32, ("grad/loss/y", "grad/fc/c"): 32, ("grad/fc/r", "grad/relu/t"): act,
+        ("grad/relu/t", "grad/tanh/g"): act, ("grad/tanh/g", "grad/gelu/m"): act, ("grad/gelu/m", "grad/mul/w"): act,
+        ("grad/fc/v", "update/v"): 64, ("grad/fc/c", "update/c"): 8, ("grad/mul/w", "update/w"): act,
+        # the saved tensors
+        ("input/x", "grad/mul/w"): act, ("mul", "grad/gelu/m"): act, ("tanh", "grad/tanh/g"): act,
+        ("relu", "grad/relu/t"): act, ("relu", "grad/fc/v"): act,
+    }
