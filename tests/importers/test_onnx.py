@@ -1405,3 +1405,17 @@ def test_each_gradient_reads_the_tensors_its_op_saves():
         ("input/x", "grad/mul/w"): act, ("mul", "grad/gelu/m"): act, ("tanh", "grad/tanh/g"): act,
         ("relu", "grad/relu/t"): act, ("relu", "grad/fc/v"): act,
     }
+
+
+def test_only_a_gather_from_a_parameter_is_an_embedding():
+    """A Gather of a trained table by the input's ids is an embedding look-up (and its gradient an embedding's); a
+    Gather of rows of an activation moves data (a mutant making every Gather an embedding passed)."""
+    idx = numpy_helper.from_array(np.array([0, 2], np.int64), "idx")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="lookup"),
+             helper.make_node("MatMul", ["e", "w"], ["m"], name="mm"),
+             helper.make_node("Gather", ["m", "idx"], ["y"], name="pick")]
+    g = from_onnx(model(nodes, [vi("ids", [4], TensorProto.INT64)], [vi("y", [2, 8])],
+                        [weight("table", 10, 8), weight("w", 8, 8), idx]))
+    kinds = dict(zip(g.node_names, g.op_kinds))
+    assert (kinds["lookup"], kinds["grad/lookup/table"]) == ("embedding", "embedding_grad")
+    assert (kinds["pick"], kinds["grad/pick/m"]) == ("data_movement", "data_movement_grad")
