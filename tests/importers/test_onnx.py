@@ -1419,3 +1419,16 @@ def test_only_a_gather_from_a_parameter_is_an_embedding():
     kinds = dict(zip(g.node_names, g.op_kinds))
     assert (kinds["lookup"], kinds["grad/lookup/table"]) == ("embedding", "embedding_grad")
     assert (kinds["pick"], kinds["grad/pick/m"]) == ("data_movement", "data_movement_grad")
+
+
+def test_a_weight_read_by_two_groups_is_served_by_a_read_op_holding_its_bytes():
+    """w [8, 8] is read by mm1 and mm2: mm2's group gets it from a read op in mm1's, which holds and passes its 256 B
+    to mm2 and to mm2's gradients (a mutant giving the read op no bytes, so every edge from it 0 B, passed)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm1"),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="mm2")]
+    g = from_onnx(model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)]))
+    read = g.index("read/w")
+    assert g.group[read] == g.group[g.index("mm1")] != g.group[g.index("mm2")]
+    assert g.out_bytes[read] == 8 * 8 * 4
+    assert g.index("mm2") in g.edge_dst[g.edge_src == read].tolist()
+    assert set(g.edge_bytes[g.edge_src == read].tolist()) == {8 * 8 * 4}
