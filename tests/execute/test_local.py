@@ -246,3 +246,56 @@ def test_timing_a_model_with_dropout_leaves_the_callers_generator_where_it_was()
     state = torch.random.get_rng_state()
     LocalTimer(step, repeats=2).time(step.graph, _cpu_cluster(), step.graph.group % 2)
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_the_step_is_the_median_of_the_timed_steps_after_the_warmup(monkeypatch):
+    """The warm-up steps are not timed and the timed ones give their median, per device too: mutants taking the
+    mean, or counting the warm-up, passed (every test read a real, unpredictable clock)."""
+    import gnplace.execute.local as local
+    from gnplace.execute.runner import StepOutput
+
+    step = _step()
+    drawn = iter([(100.0, [50.0, 50.0]), (1.0, [1.0, 4.0]), (2.0, [2.0, 5.0]), (9.0, [9.0, 6.0])])
+
+    def scripted(program, plan, devices, **kwargs):
+        seconds, busy = next(drawn)
+        return StepOutput(None, {}, seconds, np.array(busy), np.zeros(2), 0.0, 0)
+
+    monkeypatch.setattr(local, "run_step", scripted)
+    result = LocalTimer(step, warmup=1, repeats=3).time(step.graph, _cpu_cluster(), step.graph.group % 2)
+    assert result.step_time == 2.0  # not the mean 4, nor 5.5 with the warm-up's 100
+    assert result.busy_time.tolist() == [2.0, 5.0]  # each device's median
+
+
+def test_the_steps_run_with_the_timers_threads_and_leave_the_callers_count(monkeypatch):
+    """``threads`` is the CPU threads the steps run with, the caller's count put back after: a mutant that never set
+    it passed."""
+    import gnplace.execute.local as local
+    from gnplace.execute.runner import StepOutput
+
+    seen = []
+
+    def scripted(program, plan, devices, **kwargs):
+        seen.append(torch.get_num_threads())
+        return StepOutput(None, {}, 1.0, np.zeros(2), np.zeros(2), 0.0, 0)
+
+    monkeypatch.setattr(local, "run_step", scripted)
+    step = _step()
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        LocalTimer(step, repeats=2, threads=1).time(step.graph, _cpu_cluster(), step.graph.group % 2)
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_timing_trains_a_copy_and_leaves_the_recorded_parameters_as_they_were():
+    """Each measurement updates copies of the parameters: with ``copy=False`` a CPU device's steps trained the
+    program's own tensors, so each measurement started from where the last one left them (a mutant passed)."""
+    step = _step()
+    timer = LocalTimer(step, repeats=2, lr=0.5)
+    before = {name: p.clone() for name, p in timer.program.params.items()}
+    timer.time(step.graph, _cpu_cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))
+    for name, p in timer.program.params.items():
+        assert torch.equal(p, before[name]), name
