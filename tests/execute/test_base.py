@@ -39,6 +39,7 @@ def test_oom_result_is_marked_over_capacity_with_a_finite_time():
     result = oom_result(graph, cluster, [0, 1, 0], device=1, needed=float("inf"))
     assert result.is_oom and result.oom.tolist() == [False, True]
     assert 0 < result.step_time < float("inf")
+    assert result.busy_time.tolist() == [0.0, 0.0]  # nothing ran (a mutant gave the simulator's busy seconds)
 
 
 def test_real_timer_by_name():
@@ -175,3 +176,98 @@ def test_torch_devices_refuse_one_string_of_names():
     step = import_step(*tiny())
     with pytest.raises(InvalidArgument, match="^devices must be a list"):
         LocalTimer(step, devices="cpu,cpu")
+
+
+class _Scripted:
+    """A real timer whose measurements are scripted: each placement's draws in turn (milliseconds, a negative one out
+    of memory), by its first node's device."""
+
+    @staticmethod
+    def make(step, draws):
+        import numpy as np
+
+        from gnplace.execute.base import RealStepTimer
+        from gnplace.sim.timer import StepResult
+
+        class Scripted(RealStepTimer):
+            def _measure(self, graph, cluster, placement):
+                ms = draws[int(placement.devices[0])].pop(0)
+                n = cluster.num_devices
+                peak = np.full(n, 2.0 * cluster.memory.max() if ms < 0 else 0.0)
+                return StepResult(abs(ms) * 1e-3, np.zeros(n), peak, cluster.memory, cluster.device_names)
+
+        return Scripted(step)
+
+
+def test_a_placement_as_fast_as_the_fastest_is_not_measured_again():
+    """``confirm`` re-measures a placement faster than all before it, not one as fast (a mutant with <= passed)."""
+    step = import_step(*tiny())
+    graph, cluster = step.graph, load_cluster("k80x2")
+    draws = {0: [10, 12, 11], 1: [11]}
+    timer = _Scripted.make(step, draws)
+    timer.confirm = 2
+    assert timer.time(graph, cluster, [0] * graph.num_ops).step_time == 0.011
+    assert timer.time(graph, cluster, [1] * graph.num_ops).step_time == 0.011  # as fast: measured once
+    assert timer.measured == 4 and not any(draws.values())
+
+
+def test_the_cache_tells_clusters_apart():
+    """A placement measured on one cluster is measured again on another: a cache keyed by the placement alone (a
+    mutant) answered the second cluster with the first one's step."""
+    step = import_step(*tiny())
+    graph = step.graph
+    draws = {0: [10, 20]}
+    timer = _Scripted.make(step, draws)
+    placement = [0] * graph.num_ops
+    assert timer.time(graph, load_cluster("k80x2"), placement).step_time == 0.010
+    assert timer.time(graph, load_cluster("cpu_gpu"), placement).step_time == 0.020
+    assert timer.time(graph, load_cluster("k80x2"), placement).step_time == 0.010  # from the cache
+    assert timer.measured == 2
+
+
+def test_a_placement_out_of_memory_is_no_fastest_to_beat():
+    """The first placement that fits is the fastest yet, however fast a placement over memory was measured: a mutant
+    comparing with the OOM step left the fitting one measured once."""
+    step = import_step(*tiny())
+    graph, cluster = step.graph, load_cluster("k80x2")
+    draws = {0: [-1], 1: [10, 12, 11]}
+    timer = _Scripted.make(step, draws)
+    timer.confirm = 2
+    assert timer.time(graph, cluster, [0] * graph.num_ops).is_oom
+    assert timer.time(graph, cluster, [1] * graph.num_ops).step_time == 0.011
+    assert timer.measured == 4 and not any(draws.values())
+
+
+def test_the_fastest_to_beat_is_the_fastest_on_the_same_cluster():
+    """A placement is re-measured when faster than all before it on its own cluster: a mutant comparing with every
+    cluster's steps left the first placement of a slower cluster measured once."""
+    step = import_step(*tiny())
+    graph = step.graph
+    draws = {0: [1, 1, 1, 10, 12, 11]}
+    timer = _Scripted.make(step, draws)
+    timer.confirm = 2
+    assert timer.time(graph, load_cluster("k80x2"), [0] * graph.num_ops).step_time == 0.001
+    assert timer.time(graph, load_cluster("cpu_gpu"), [0] * graph.num_ops).step_time == 0.011
+    assert timer.measured == 6 and not any(draws.values())
+
+
+def test_without_names_the_gpus_are_cuda_devices_in_cluster_order(monkeypatch):
+    """Each GPU of the cluster is the next CUDA device (a mutant ran every GPU on ``cuda:0``; the tests here, on
+    CPUs, never got past the missing CUDA)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert [str(d) for d in torch_devices(load_cluster("k80x4"))] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
+    assert [str(d) for d in torch_devices(load_cluster("cpu_gpu"))] == ["cpu", "cuda:0"]
+
+
+def test_settings_name_the_optimizer_only_where_it_is_not_sgd():
+    """A run saved before the executors ran other optimizers (its settings name none) resumes under SGD: a mutant
+    naming ``sgd`` too passed."""
+    from gnplace.execute.local import LocalTimer
+
+    net = torch.nn.Linear(4, 2)
+    x = (torch.randn(3, 4),)
+    sgd = LocalTimer(import_step(net, x, loss=lambda y: y.sum()), repeats=2)
+    adam = LocalTimer(import_step(net, x, loss=lambda y: y.sum(), optimizer="adam"), repeats=2)
+    assert sgd.settings() == {"warmup": 1, "repeats": 2, "lr": 1e-3, "devices": None, "threads": None}
+    assert adam.settings()["optimizer"] == "adam"
