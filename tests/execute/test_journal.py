@@ -211,3 +211,36 @@ def test_a_line_the_disk_has_no_room_for_names_the_file_and_is_taken_back(step, 
     timer.time(graph, cluster, c)  # space freed: the run goes on from what was saved
     timer.journal.close()
     assert len(MeasurementJournal(path, IDENTITY, resume=True)) == 2
+
+
+def test_a_cut_line_longer_than_the_next_one_is_dropped_whole(step, tmp_path):
+    """The append after a resume cuts the file back to its whole lines before writing: a mutant that only wrote over
+    the cut line left the rest of a longer one behind the new line (its next append then damaged the file)."""
+    graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
+    a, b = _placements(graph, 2)
+    _journaled(step, path, [a])
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"cluster": "' + b"x" * 2000)  # a kill in a line far longer than the next
+    journal = MeasurementJournal(path, IDENTITY, resume=True)
+    timer = Counting(step)
+    timer.attach(journal)
+    timer.time(graph, cluster, b)
+    journal.close()
+    text = path.read_bytes()
+    assert text.startswith(whole) and text.endswith(b"\n") and text.count(b"\n") == 3
+
+
+def test_a_journal_counts_and_hands_on_what_was_appended_to_it(step, tmp_path):
+    """What a timer appended is the journal's too: another timer attached to it later answers from it (a mutant that
+    wrote the line but kept no result passed)."""
+    graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
+    (a,) = _placements(graph, 1)
+    journal = MeasurementJournal(path, IDENTITY)
+    first = Counting(step)
+    first.attach(journal)
+    measured = first.time(graph, cluster, a)
+    assert len(journal) == 1
+    second = Counting(step)
+    second.attach(journal)
+    assert second.time(graph, cluster, a) is measured and second.runs == 0
+    journal.close()
