@@ -42,3 +42,71 @@ def test_pingpong_times_each_size_one_way_and_a_message_costs_no_negative_second
     # MiB 0.5 ms in a CI run beside other work), so the probe's fit takes medians over several rounds
     assert all(0 < one_way < 1 for one_way in measured["one_way"])
     assert measured["extra"] >= 0
+
+
+class _Clock:
+    """A clock that only the fake messages move."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+class _Wire:
+    """``torch.distributed`` as rank 0 sees it, with each round trip or received message taking scripted seconds."""
+
+    def __init__(self, clock, trips=(), per_message=0.0):
+        self.clock, self.trips, self.per_message = clock, list(trips), per_message
+        self.sent = []
+
+    def get_rank(self):
+        return 0
+
+    def send(self, tensor, other):
+        self.sent.append(tensor.numel())
+        if self.trips:
+            self.clock.now += self.trips.pop(0)
+
+    def recv(self, tensor, other):
+        pass
+
+    def isend(self, tensor, other):
+        return _Done(self.clock, 0.0)
+
+    def irecv(self, tensor, other):
+        return _Done(self.clock, self.per_message)
+
+
+class _Done:
+    def __init__(self, clock, seconds):
+        self.clock, self.seconds = clock, seconds
+
+    def wait(self):
+        self.clock.now += self.seconds
+
+
+def test_pingpong_is_half_the_median_round_trip_after_the_first(monkeypatch):
+    """One-way seconds: half the median of the round trips, the first (the connection's set-up) left out, each
+    size sent as that many bytes of float32. Mutants keeping the first trip, taking whole round trips or sending a
+    float per byte passed the two-rank test, which checks only that the times lie between 0 and 1 s."""
+    import gnplace.execute.links as links
+
+    clock = _Clock()
+    wire = _Wire(clock, trips=[100.0, 1.0, 2.0, 9.0, 100.0, 4.0, 8.0, 6.0])
+    monkeypatch.setattr(links, "dist", wire)
+    monkeypatch.setattr(links, "time", clock)
+    assert pingpong(1, [8, 4096], 3, torch.device("cpu")) == [1.0, 3.0]
+    assert wire.sent == [2] * 4 + [1024] * 4
+
+
+def test_a_message_costs_each_end_half_the_extra_seconds_per_chunk(monkeypatch):
+    """Each chunk with a message exchanged takes the message's seconds more than one alone, and the two ends share
+    them: a mutant giving all of it to one end passed."""
+    import gnplace.execute.links as links
+
+    clock = _Clock()
+    monkeypatch.setattr(links, "dist", _Wire(clock, per_message=0.004))
+    monkeypatch.setattr(links, "time", clock)
+    assert exchange_cost(1, 2, torch.device("cpu"), iterations=3, width=4) == pytest.approx(0.002)
