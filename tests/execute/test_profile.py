@@ -22,6 +22,9 @@ def test_fit_link_recovers_latency_and_bandwidth():
     sizes = [4, 4096, 65536, 1 << 20]
     bandwidth, latency = fit_link(sizes, [50e-6 + s / 2e9 for s in sizes])
     assert bandwidth == pytest.approx(2e9, rel=1e-6) and latency == pytest.approx(50e-6, rel=1e-6)
+    # a noisy probe whose larger messages came back faster: no bandwidth to fit, the link is taken as unlimited
+    # (1e12 bytes/s), its latency as fitted
+    assert fit_link([0, 1000], [2e-5, 1e-5]) == (1e12, pytest.approx(2e-5))
 
 
 def test_node_seconds_sum_to_the_ops_and_updates():
@@ -386,3 +389,122 @@ def test_timing_the_ops_of_a_model_with_dropout_leaves_the_callers_generator_whe
     state = torch.random.get_rng_state()
     assert measure_op_seconds(program, torch.device("cpu"), repeats=1).shape == (len(program.ops),)
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_an_op_with_no_node_is_charged_to_the_next_op_that_has_one():
+    """An op of no node (a view of a buffer) adds its seconds to the next op's node: a mutant dropping them passed,
+    ``tiny``'s ops all having a node."""
+    import dataclasses
+
+    program = compile_step(import_step(*tiny()))
+    nodes = [op.node for op in program.ops]
+    k = next(i for i in range(len(nodes) - 1) if nodes[i] != nodes[i + 1] and nodes[i + 1] >= 0)
+    program.ops[k] = dataclasses.replace(program.ops[k], node=-1)
+    ops = np.full(len(program.ops), 1.0)
+    ops[k] = 100.0
+    seconds = node_seconds(program, ops, {})
+    expected = np.zeros(program.num_nodes)
+    for i, node in enumerate(nodes):
+        if i != k:
+            expected[node] += 1.0
+    expected[nodes[k + 1]] += 100.0
+    np.testing.assert_array_equal(seconds, expected)
+
+
+def test_each_ops_seconds_are_the_median_of_the_steps_after_the_warmup(monkeypatch):
+    """Mutants taking the mean of the timed steps, or timing the warm-up step, passed (every test read a real clock)."""
+    import torch
+
+    import gnplace.execute.rank as rank
+    from gnplace.execute.profile import measure_op_seconds
+
+    program = compile_step(import_step(*tiny()))
+    rows = iter([0.5, 1.0, 2.0, 9.0])  # the warm-up's 0.5 taken in: 1; the mean: 4
+
+    def scripted(program, plan, rank, device, params, *, lr, op_seconds):
+        op_seconds[:] = next(rows)
+        return 0.0, 0.0, {}
+
+    monkeypatch.setattr(rank, "run_rank", scripted)
+    seconds = measure_op_seconds(program, torch.device("cpu"), repeats=3)
+    assert seconds.tolist() == [2.0] * len(program.ops)
+
+
+class _Stopwatch:
+    """``time`` whose clock reads each timed span in turn from ``spans``: a start, then the start plus a span."""
+
+    def __init__(self, spans):
+        self.spans, self.now, self.started = list(spans), 0.0, False
+
+    def perf_counter(self):
+        if self.started:
+            self.now += self.spans.pop(0)
+        self.started = not self.started
+        return self.now
+
+
+def test_each_update_and_copy_is_the_median_of_its_timed_runs_after_the_first(monkeypatch):
+    """The first run of an update or a copy is a warm-up, the median of the rest its seconds: mutants timing the
+    first too passed."""
+    import torch
+
+    from gnplace.execute import profile
+
+    program = compile_step(import_step(*tiny()))
+    clock = _Stopwatch([100.0, 1.0, 2.0, 9.0] * len(program.params))
+    monkeypatch.setattr(profile, "time", clock)
+    seconds = profile._update_seconds(program, torch.device("cpu"), repeats=3, threads=1)
+    assert seconds == dict.fromkeys(program.params, 2.0) and not clock.spans
+    clock = _Stopwatch([100.0] + [1.0] * 5 + [2.0] * 5)
+    monkeypatch.setattr(profile, "time", clock)
+    assert profile._copy_seconds(64, torch.device("cpu"), torch.device("cpu"), repeats=10) == 1.5
+
+
+def test_the_calibrated_costs_simulate_the_one_device_step_the_timer_measured(monkeypatch):
+    """The per-op seconds are scaled so that the simulated one-device step is the measured one, and written as the
+    kind's ``cost_s``; the per-op overhead is fitted to them. Mutants leaving the seconds unscaled, writing other
+    costs or leaving the overhead at 0 passed (the timers' real steps allowed any scale from 0.05 to 20)."""
+    from gnplace.execute import profile
+    from gnplace.sim.simulator import Simulator
+
+    step = import_step(*tiny())
+    program = compile_step(step)
+    ops, updates = np.linspace(1e-4, 3e-4, len(program.ops)), dict.fromkeys(program.params, 2e-4)
+    monkeypatch.setattr(profile, "measure_op_seconds", lambda program, device, **kwargs: ops)
+    monkeypatch.setattr(profile, "_update_seconds", lambda program, device, repeats, threads: updates)
+    monkeypatch.setattr(profile, "_device_rates", lambda device, threads: (1e13, 1e12, 8e9))
+    timer = LocalTimer(step)
+    monkeypatch.setattr(timer, "measure", _FixedTimer(5e-2).measure)
+    calibration = calibrate(step, timer=timer, devices=["cpu"], anchor_rounds=1)
+    graph, cluster = calibration.graph, calibration.cluster
+    scale = calibration.scale["cpu-1t"]
+    np.testing.assert_allclose(calibration.node_seconds["cpu-1t"], node_seconds(program, ops, updates) * scale)
+    np.testing.assert_array_equal(graph.cost_s["cpu-1t"], calibration.node_seconds["cpu-1t"])
+    single = np.zeros(graph.num_ops, dtype=np.int64)
+    assert Simulator().time(graph, cluster, single).step_time == pytest.approx(5e-2, rel=1e-9)
+    overhead = cluster.devices[0].launch_overhead
+    assert overhead > 0 and overhead == pytest.approx(
+        fitted_launch_overhead(step.graph, cluster, 0, calibration.node_seconds["cpu-1t"]))
+
+
+def test_the_wire_bandwidth_is_fitted_past_the_smallest_ping(monkeypatch):
+    """The idle ping-pong's bandwidth is fitted to its sizes past the first (4 bytes, all latency), and each rank's
+    link is its own: a mutant fitting every size passed. No rank starts: the probes and the steps are scripted."""
+    from gnplace.execute import profile
+
+    step = import_step(*tiny())
+    program = compile_step(step)
+    monkeypatch.setattr(profile, "measure_op_seconds", lambda program, device, **kwargs: np.full(len(program.ops), 1e-4))
+    monkeypatch.setattr(profile, "_update_seconds", lambda program, device, repeats, threads: {})
+    monkeypatch.setattr(profile, "_device_rates", lambda device, threads: (1e11, 1e10, 8e9))
+    monkeypatch.setattr(profile, "probe_link", lambda timer, peer, ranks, **kwargs: ([8, 64], [1e-3 * peer] * 2))
+    wire = {peer: [1.0] + [20e-6 + size / (peer * 1e9) for size in profile.LINK_SIZES[1:]] for peer in (1, 2)}
+    timer = DistTimer(program)
+    monkeypatch.setattr(timer, "link_times", lambda ranks, sizes: wire)
+    monkeypatch.setattr(timer, "message_costs", lambda ranks: {1: 1e-5, 2: 1e-5})
+    monkeypatch.setattr(timer, "measure", _FixedTimer(5e-2).measure)
+    calibration = calibrate(step, timer=timer, ranks=3, anchor_rounds=1, probe_rounds=1)
+    links = calibration.links
+    assert links["rank0-rank1"]["bandwidth"] == pytest.approx(1e9) and links["rank0-rank2"]["bandwidth"] == pytest.approx(2e9)
+    assert links["rank0-rank1"]["latency"] == pytest.approx(1e-3) and links["rank0-rank2"]["latency"] == pytest.approx(2e-3)
+    assert timer.world == 0  # nothing started
