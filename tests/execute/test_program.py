@@ -257,3 +257,36 @@ def test_each_output_is_counted_by_the_storage_torch_makes_it_in(loss, monkeypat
     assert held == (16 * 4 * 4 if loss in ("mse", "smooth_l1", "soft_margin", "bce") else 4)
     np.testing.assert_array_equal(program.peak_bytes(plan, 1), out.peak_bytes)
     _check_static_peaks(step, 0, 2, np.testing.assert_array_equal)
+
+
+def test_a_gradient_crossed_for_an_op_is_not_delivered_again_in_the_static_count():
+    """``p``'s gradient crosses to device 1 for ``grad/w/sum`` there, where ``p`` is updated: the executor uses that
+    copy, and the static count must not add another (a mutant delivering it again passed: no placement of the
+    tests' random ones had such a gradient)."""
+    _, step = _shared_grad_step()
+    program = compile_step(step)
+    names = step.graph.node_names
+    plan = program.plan(np.array([1 if n in ("update/p", "update/q", "grad/w/sum") else 0 for n in names]))
+    assert [(ref, src, dst) for _, ref, src, dst in plan.grad_moves] == program.deliveries(plan)  # w.bias's alone
+    out = run_step(program, plan, [torch.device("cpu")] * 2)
+    np.testing.assert_array_equal(program.peak_bytes(plan, 2), out.peak_bytes)
+
+
+class _Gapped(torch.nn.Module):
+    """A tensor made with gaps in its memory (rows of 4 floats, 8 apart): torch allocates the span, not the values."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(8, 4))
+
+    def forward(self, x):
+        return (x * self.w * torch.empty_strided((8, 4), (8, 1)).fill_(2.0)).sum()
+
+
+def test_an_output_made_with_gaps_is_counted_by_the_span_of_its_storage():
+    """``empty_strided((8, 4), (8, 1))`` holds 60 floats (240 bytes) for its 32: a mutant counting 128 passed."""
+    step = import_step(_Gapped(), (torch.randn(8, 4),))
+    program = compile_step(step)
+    made = next(i for i, op in enumerate(program.ops) if op.target == "aten.empty_strided.default")
+    assert program.value_bytes(Ref("op", made, 0)) == 128 and program.made_bytes(Ref("op", made, 0)) == 240
+    _check_static_peaks(step, 0, 3, np.testing.assert_array_equal)
