@@ -1081,3 +1081,26 @@ def test_a_ranks_count_moves_as_torchs_allocator_does_op_by_op(setup, monkeypatc
     for first in range(0, len(starts), len(order)):  # each step
         apart = {int(live[bisect.bisect_left(times, t)]) - counted[i] for t, i in starts[first:first + len(order)]}
         assert len(apart) == 1, sorted(apart)
+
+
+def test_the_step_is_the_median_over_the_steps_of_the_slowest_rank_and_each_ranks_busy_its_median(monkeypatch):
+    """Scripted ranks: a step's time is its slowest rank's, and the median of those is the measurement. Mutants taking
+    the fastest rank's, or the slowest of each rank's own median, passed (the ranks' real steps are all alike)."""
+    step = import_step(*tiny())
+    timer = DistTimer(step, repeats=3)
+    per_rank = [([1.0, 5.0, 3.0], [0.1, 0.5, 0.3], {}), ([4.0, 2.0, 6.0], [0.4, 0.2, 0.6], {})]
+    monkeypatch.setattr(timer, "run", lambda cluster, placement: per_rank)
+    result = timer.time(step.graph, _cluster(), step.graph.group % 2)
+    assert result.step_time == 5.0  # the slowest rank's 4, 5 and 6 (not 2 of the fastest's, nor 4 of medians)
+    assert result.busy_time.tolist() == [0.3, 0.4]
+
+
+def test_a_placement_over_a_ranks_memory_is_out_of_memory_without_running(monkeypatch):
+    """A rank holding more bytes than its device (by the ranks' count, not twice it: a mutant passed) is OOM, unrun."""
+    step = import_step(*tiny())
+    timer = DistTimer(step)
+    placement = step.graph.group % 2
+    peak = timer.program.peak_bytes(timer.program.plan(placement), 2, ranks=True)
+    monkeypatch.setattr(timer, "run", lambda cluster, placement: pytest.fail("ran"))
+    result = timer.time(step.graph, _cluster(memory=f"{int(peak.max() * 0.75)}B"), placement)
+    assert result.is_oom and timer.world == 0
