@@ -1126,3 +1126,47 @@ def test_a_root_op_reading_a_childs_weight_joins_that_child_with_the_one_whose_o
     assert device_map == {"a": 0, "b": 1, "c": 0}
     assert cross_device_reads(graph, cluster, device_map) == []
     assert _ops_reading_two_devices(_TiedHead(), device_map, torch.randn(4, 16), tmp_path) == []
+
+
+def test_accelerates_max_memory_gives_the_cpus_memory_summed():
+    """Every CPU of a cluster is accelerate's one ``"cpu"``: its ``max_memory`` is theirs together, each GPU its own
+    (a mutant keeping the last CPU's alone passed)."""
+    from gnplace.execute.device_map import _max_memory
+
+    cluster = cluster_from_dict({"name": "mixed", "links": {"default": "pcie3"}, "devices": [
+        {"name": "cpu", "count": 2, "kind": "cpu", "memory": "1GiB"},
+        {"name": "gpu", "count": 2, "kind": "p100", "memory": "3GiB"}]})
+    assert _max_memory(cluster) == {"cpu": 2 << 30, 0: 3 << 30, 1: 3 << 30}
+
+
+class _OwnState(torch.nn.Module):
+    """A module holding a trained parameter and two buffers itself, beside a child."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.scale = torch.nn.Parameter(torch.ones(()))
+        self.register_buffer("c1", torch.zeros(4))
+        self.register_buffer("c2", torch.ones(4))
+
+    def forward(self, x):
+        return self.a(x * self.scale + self.c1 + self.c2)
+
+
+def test_a_modules_own_state_goes_where_its_trained_parameters_are_updated():
+    """``scale`` updated on device 1, the buffers' module's ops all on device 0: the module's own state goes with its
+    trained parameter (a mutant letting the two buffers outvote it passed)."""
+    g = from_module(_OwnState(), (torch.zeros(2, 4),), loss=lambda y: y.sum())
+    assert g.meta["untrained_state"] == ["c1", "c2"]
+    devices = [1 if n == "update/scale" else 0 for n in g.node_names]
+    assert to_device_map(g, Placement(devices, load_cluster("k80x2"))) == {"a": 0, "c1": 1, "c2": 1, "scale": 1}
+
+
+def test_a_node_of_no_mapped_module_runs_where_its_first_producer_does():
+    """The root's loss reads layer 2's output on device 1 and runs there; the input, produced by nothing, goes where
+    the map's first key does (a mutant putting every such node there passed)."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+    g = from_module(net, (torch.zeros(2, 4),), loss=lambda y: y.sum())
+    placed = from_device_map(g, load_cluster("k80x2"), {"0": 0, "1": 0, "2": 1})
+    unmapped = {name: int(d) for name, d, path in zip(g.node_names, placed.devices, module_paths(g)) if not path}
+    assert unmapped == {"root/sum": 1, "root/ones_like": 1, "input/0": 0}
