@@ -1364,3 +1364,27 @@ def test_ctc_loss_of_lengths_in_tuples_trains_split_over_two_cpu_devices_as_eage
         theirs.step()
     for a, b in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(a, b)
+
+
+def test_an_input_laid_out_otherwise_reaches_the_step_in_the_recorded_layout(monkeypatch):
+    """The module docstring's copy into the example input's layout: a mutant handing the step the transposed input
+    as given passed, the executor's retry of a failing view as a reshape hiding it."""
+    import gnplace.execute.apply as apply_module
+
+    torch.manual_seed(0)
+    net = _Flatten()
+    x = torch.randn(2, 3, 6, 6)
+    step = import_step(net, (x,))
+    placed = gnplace.apply(net, Placement(np.zeros(step.graph.num_ops, dtype=np.int64), load_cluster("k80x2")), (x,),
+                           devices=["cpu", "cpu"], step=step)
+    seen = []
+    run_step = apply_module.run_step
+
+    def spy(program, plan, devices, *, inputs, **kwargs):
+        seen.extend(inputs)
+        return run_step(program, plan, devices, inputs=inputs, **kwargs)
+
+    monkeypatch.setattr(apply_module, "run_step", spy)
+    given = torch.randn(6, 6, 3, 2).permute(3, 2, 1, 0)
+    placed(given)
+    assert seen[0].stride() == x.stride() and torch.equal(seen[0], given)
