@@ -428,7 +428,7 @@ def test_real_steps_race_the_searchs_two_fastest_placements_with_auto_and_single
     """A lucky first draw made round_robin's placement the search's best: measured afresh in rounds, it loses."""
     import gnplace.execute.local
     from gnplace.cluster import load_cluster
-    from gnplace.placement import load_placement
+    from gnplace.placement import Placement, load_placement
     from gnplace.placers import get_placer
     from gnplace.rl.search import FineTunePlacer
     from gnplace.sim.simulator import Simulator
@@ -450,6 +450,8 @@ def test_real_steps_race_the_searchs_two_fastest_placements_with_auto_and_single
         rr, single = (get_placer(name).place(graph, cluster, seed=seed) for name in ("round_robin", "single"))
         lucky.add(rr.devices.tobytes())
         steps = [self.timer.time(graph, cluster, p).step_time for p in (rr, single)]
+        # a third as fast as single's, all on the other device (its bytes sort after single's): not a finalist
+        self.timer.time(graph, cluster, Placement(np.ones_like(single.devices), cluster))
         assert steps[0] < steps[1]
         self.last_evaluations, self.last_polish_evaluations, self.last_history = 2, 0, [(1, steps[0])]
         self.last_zero_shot_placement = self.last_zero_shot_budget_needed = None
@@ -602,6 +604,12 @@ def test_single_is_returned_where_it_measures_faster_than_the_search_and_auto(tm
     summary = finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False)
     assert summary is not None and summary["single_s"] < summary["auto_s"] == summary["search_step_s"]
     assert summary["chosen"] == "single" and summary["step_time_s"] == summary["single_s"]
+    # (docs/outputs.md) the ratio is the step returned over auto's, and the file says which placement it holds and
+    # what it measured, not what the search's best did
+    assert summary["vs_auto"] == summary["single_s"] / summary["auto_s"] < 1
+    placed = json.loads((tmp_path / "run" / "placement.json").read_text())
+    assert placed["placer"] == "finetune (single)"
+    assert placed["predicted"] == {"step_time_s": summary["single_s"], "oom": False, "timer": "sim"}
 
 
 def test_a_fitting_placement_is_returned_over_a_faster_one_that_runs_out_of_memory(tmp_path, monkeypatch):
@@ -626,6 +634,8 @@ def test_a_fitting_placement_is_returned_over_a_faster_one_that_runs_out_of_memo
     summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
     assert summary is not None and summary["search_oom"] and summary["search_step_s"] < summary["auto_s"]
     assert summary["chosen"] == "auto" and not summary["oom"]
+    # (docs/outputs.md) single's step over the one returned, faster than a time that does not fit
+    assert summary["speedup_vs_single"] == summary["single_s"] / summary["auto_s"] < 1
 
 
 def test_resume_into_another_graphs_or_clusters_finished_run_without_a_checkpoint_is_refused_and_keeps_it(tmp_path):
@@ -679,3 +689,99 @@ def test_a_full_disk_at_the_searchs_last_checkpoint_still_writes_its_placement(t
         summary = finetune(str(path), "k80x2", budget=24, samples=8, epochs=1, out=tmp_path / "run", progress=False)
     assert summary is not None and (tmp_path / "run" / "placement.json").exists()
     assert not (tmp_path / "run" / "last.ckpt").exists()
+
+
+def test_the_runners_up_are_the_fastest_fitting_placements_measured_on_this_cluster_after_the_best():
+    """The race's ``search_N`` are the placements the search measured fastest after its best, fastest first: not its
+    best again, none that ran out of memory (however fast), none measured on another cluster."""
+    from gnplace.finetune import _runners_up
+    from gnplace.placement import Placement
+    from gnplace.sim.timer import StepResult
+
+    cluster = load_cluster("k80x2")
+
+    def measured(step: float, oom: bool = False) -> StepResult:
+        peak = np.array([2.0 if oom else 0.5, 0.5])
+        return StepResult(step, np.zeros(2), peak, np.ones(2), list(cluster.device_names))
+
+    def key(devices, fingerprint=None):
+        return fingerprint or cluster.fingerprint(), np.asarray(devices, dtype=np.int64).tobytes()
+
+    timed = {key([0, 0, 0]): measured(1.0),  # the best
+             key([1, 1, 1]): measured(0.5, oom=True),  # faster, but out of memory
+             key([0, 1, 1], "another cluster"): measured(0.7),
+             key([1, 0, 0]): measured(3.0), key([0, 1, 0]): measured(2.0), key([0, 0, 1]): measured(4.0)}
+    best = Placement(np.zeros(3, dtype=np.int64), cluster)
+    assert [list(d) for d in _runners_up(timed, cluster, best, 2)] == [[0, 1, 0], [1, 0, 0]]
+    assert [list(d) for d in _runners_up(timed, cluster, best, 1)] == [[0, 1, 0]]
+
+
+def test_a_zero_shot_placement_out_of_memory_is_reported_so(tmp_path, monkeypatch):
+    """``zero_shot_oom`` is the zero-shot placement's own measurement afresh: all on one of two k80s that each hold 90%
+    of the step runs out of memory, where the fitting placement returned does not."""
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+    from gnplace.sim.simulator import Simulator
+
+    graph = mlp_training_graph(layers=3, width=512, batch=64)
+    path = save_graph(graph, tmp_path / "g.gnpg")
+    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
+    cluster = tmp_path / "small.yaml"
+    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {int(single.peak_memory.max() * 0.9)}}}]\n"
+                       "links: {default: pcie3}\n")
+
+    def on_one_zero_shot(self, graph, cluster, *, seed=None):
+        self.last_evaluations, self.last_history = 1, [(1, 0.0)]
+        self.last_zero_shot_step = 1e-9
+        self.last_zero_shot_placement = get_placer("single").place(graph, cluster, seed=seed).devices
+        return get_placer("round_robin").place(graph, cluster, seed=seed)
+
+    monkeypatch.setattr(FineTunePlacer, "place", on_one_zero_shot)
+    summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
+    assert summary is not None and summary["zero_shot_oom"] is True and summary["single_oom"] is True
+    assert summary["zero_shot_s"] == summary["single_s"] and summary["oom"] is False
+
+
+def test_a_returned_placement_out_of_memory_says_so_in_its_file(tmp_path, monkeypatch):
+    """Where every placement raced runs out of memory (the search's, auto's and single's all on one of two k80s that
+    each hold 90% of the step), the one returned is written with ``oom`` true, as the summary has it."""
+    from gnplace.placement import load_placement
+    from gnplace.placers import get_placer
+    from gnplace.placers.auto import AutoPlacer
+    from gnplace.rl.search import FineTunePlacer
+    from gnplace.sim.simulator import Simulator
+
+    graph = mlp_training_graph(layers=3, width=512, batch=64)
+    path = save_graph(graph, tmp_path / "g.gnpg")
+    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
+    cluster = tmp_path / "small.yaml"
+    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {int(single.peak_memory.max() * 0.9)}}}]\n"
+                       "links: {default: pcie3}\n")
+
+    def on_one(self, graph, cluster, *, seed=None):
+        self.last_evaluations, self.last_zero_shot_step, self.last_history = 1, None, [(1, 0.0)]
+        return get_placer("single").place(graph, cluster, seed=seed)
+
+    monkeypatch.setattr(FineTunePlacer, "place", on_one)
+    monkeypatch.setattr(AutoPlacer, "place", lambda self, graph, cluster, *, seed=None:
+                        get_placer("single").place(graph, cluster, seed=seed))
+    summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
+    assert summary is not None and summary["oom"] is True and summary["chosen"] == "search"
+    placed = json.loads((tmp_path / "run" / "placement.json").read_text())
+    assert placed["placer"] == "finetune" and placed["predicted"]["oom"] is True
+    load_placement(tmp_path / "run" / "placement.json", graph, load_cluster(str(cluster)))  # (a file it reads back)
+
+
+def test_a_finished_run_that_recorded_its_clusters_earlier_fingerprint_resumes(tmp_path, k80x2_written_out):
+    """A run too short for a checkpoint, made before 2026-12-04 (32c87da) on a cluster file that writes the k80's
+    memory out, recorded that day's fingerprint in its placement.json: it is this cluster's, and ``resume`` runs."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    cluster = load_cluster(k80x2_written_out)
+    assert cluster.earlier_fingerprint() != cluster.fingerprint()
+    out = tmp_path / "run"
+    finetune(str(path), cluster, budget=1, out=out, progress=False)
+    assert not (out / "last.ckpt").exists()
+    placed = json.loads((out / "placement.json").read_text())
+    placed["cluster_fingerprint"] = cluster.earlier_fingerprint()  # as that gnplace wrote it
+    (out / "placement.json").write_text(json.dumps(placed))
+    assert finetune(str(path), cluster, budget=1, out=out, resume=True, progress=False) is not None
