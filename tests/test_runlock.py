@@ -74,6 +74,9 @@ def test_a_slurm_task_leaves_the_folder_to_task_0_only_where_asked(holder, monke
     with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
         with folder_lock(folder):
             raise AssertionError("entered a folder another run holds")
+    assert holds_folder("out", slurm=True)(lambda out: "ran")(folder) == "ran"  # as pretrain is decorated
+    with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
+        holds_folder("out")(lambda out: "ran")(folder)
 
 
 def test_a_process_enters_its_own_folder_again_and_lets_go_once_out(tmp_path):
@@ -267,3 +270,19 @@ def test_a_filesystem_without_flock_runs_with_a_warning_not_a_refusal(tmp_path, 
                  "-o", str(tmp_path / "ev")]) == 0
     assert "its filesystem does not lock files" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path / "ev")) == ["results.csv", "results.md"]
+
+
+def test_a_folder_this_process_let_go_of_is_refused_once_another_run_holds_it(tmp_path):
+    """Leaving a folder's lock ends this process's hold: entered again later, another run's lock refuses it."""
+    folder = tmp_path / "run"
+    with folder_lock(folder):
+        pass
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "held\n"
+        with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
+            with folder_lock(folder):
+                raise AssertionError("entered a folder another run holds")
+    finally:
+        process.kill()
+        process.wait()
