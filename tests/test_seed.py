@@ -190,3 +190,39 @@ def test_threads_in_seeded_torch_take_turns():
     for t in threads:
         t.join()
     assert torch.equal(torch.cat(drawn), expected)
+
+
+@pytest.mark.parametrize("body", ["seeded_torch", "torch_rng_kept"])
+def test_the_global_generators_lock_is_held_in_the_body_and_free_after_it(body):
+    """Another thread cannot take the lock while a body runs (its seeding or restoring would interleave with this
+    one's draws), whatever the timing of the threads."""
+    import threading
+
+    from gnplace import seed
+
+    def another_thread_takes_it() -> bool:
+        taken = []
+
+        def take():
+            taken.append(seed.global_generators_lock().acquire(blocking=False))
+            if taken[0]:
+                seed.global_generators_lock().release()
+
+        thread = threading.Thread(target=take)
+        thread.start()
+        thread.join()
+        return taken[0]
+
+    with getattr(seed, body)():
+        assert not another_thread_takes_it()
+    assert another_thread_takes_it()
+
+
+def test_seeded_torch_seeds_the_cpu_generator_alone(monkeypatch):
+    """Only the CPU generator is seeded, and restored: a CUDA generator seeded in the body would stay so after it."""
+    seeded = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", seeded.append)
+    monkeypatch.setattr(torch.cuda, "manual_seed", seeded.append)
+    with seeded_torch(3):
+        drawn = torch.rand(2)
+    assert seeded == [] and torch.equal(drawn, torch.rand(2, generator=torch.Generator().manual_seed(3)))
