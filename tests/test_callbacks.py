@@ -717,7 +717,8 @@ def test_a_run_progress_bar_counting_evaluations_counts_them_to_the_budget_and_s
 
     with quiet_lightning():
         trainer = _boring_trainer(tmp_path, [StopAfter(2), Read(), bar], max_steps=-1, max_epochs=-1,
-                                  limit_train_batches=50, limit_val_batches=0, enable_progress_bar=True)
+                                  limit_train_batches=50, limit_val_batches=0, enable_progress_bar=True,
+                                  logger=L.pytorch.loggers.CSVLogger(tmp_path))  # (a logger: Lightning's v_num)
         fit_interruptibly(trainer, _ValidatingModel())
     assert seen["completed"] == 8 and seen["total"] == 8  # 4 evaluations an iteration, two iterations
     assert "evaluations" in seen["description"] and "Epoch" not in seen["description"]
@@ -754,3 +755,106 @@ def test_a_full_disk_at_the_last_save_of_a_finished_run_is_a_warning_and_keeps_t
     assert trainer.global_step == 3
     assert torch.load(path, weights_only=False)["global_step"] == 2  # the one before, whole
     assert list(tmp_path.glob("*.tmp*")) == []
+
+
+def test_progress_lines_end_on_a_last_line_within_the_interval_of_the_one_before(tmp_path, capsys):
+    """A run that wrote a line ends on one at its last count, however soon after the line before."""
+    import math
+
+    lines = ProgressLines("pretrain", 4, every_s=0)
+
+    class QuietAfterTheFirstLine(L.Callback):
+        def on_train_batch_end(self, *args):
+            lines._line.every_s = math.inf  # (set after the first batch's line)
+
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [StopAfter(4), lines, QuietAfterTheFirstLine()], max_steps=-1,
+                                  max_epochs=-1, limit_val_batches=0, enable_progress_bar=True)
+        fit_interruptibly(trainer, _CountingModel())
+    written = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0] for line in written] == ["pretrain: 1/4 iterations (25%)",
+                                                        "pretrain: 4/4 iterations (100%)"]
+
+
+def test_a_full_disk_at_the_last_save_of_a_run_of_several_processes_is_raised(tmp_path):
+    """Rank 0 alone would go on past the barrier the other ranks wait at after a save: the run ends on the error."""
+    import errno
+    from types import SimpleNamespace
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left on device"):
+        TimedCheckpoint(tmp_path / "last.ckpt", 60.0).on_train_end(SimpleNamespace(world_size=2, save_checkpoint=full),
+                                                                   BoringModel())
+
+
+def test_a_run_progress_bar_of_iterations_is_titled_by_its_epoch_whatever_its_total():
+    """Pretraining's bar counts iterations to a total (progress_callbacks(True, "pretrain", 300)): its title is the
+    epoch's; a bar counting a metric is titled by that metric."""
+    assert RunProgressBar(300)._get_train_description(3).strip() == "Epoch 3"
+    assert RunProgressBar(300, "evaluations")._get_train_description(3).strip() == "evaluations"
+
+
+def test_a_first_ctrl_c_mid_epoch_saves_the_iteration_under_way_and_stops(tmp_path, default_ctrl_c):
+    """No validation follows that batch: it is saved at its end, and the run stops as Ctrl-C stops it."""
+    timed = TimedCheckpoint(tmp_path / "last.ckpt", every_s=3600.0)
+
+    class FirstCtrlC(L.Callback):  # as TimedCheckpoint's handler records a first Ctrl-C, in the first batch of two
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            timed._interrupted = True
+
+    trainer = _boring_trainer(tmp_path, [timed, FirstCtrlC()], max_steps=6, limit_train_batches=2,
+                              limit_val_batches=1, num_sanity_val_steps=0, plugins=[AtomicCheckpointIO()])
+    with quiet_lightning(), pytest.raises(KeyboardInterrupt):
+        fit_interruptibly(trainer, BoringModel())
+    assert trainer.global_step == 1 and torch.load(tmp_path / "last.ckpt", weights_only=False)["global_step"] == 1
+
+
+def test_a_sigterm_between_iterations_saves_the_run_unless_its_last_batch_saved_it(tmp_path):
+    """Lightning raises its SIGTERMException where it notes the signal between two batches: no batch's end saw it."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    saved = []
+    trainer = SimpleNamespace(save_checkpoint=lambda path, weights_only: saved.append(path))
+    timed = TimedCheckpoint(tmp_path / "last.ckpt", 60.0)
+    timed.on_exception(trainer, BoringModel(), SIGTERMException())
+    assert saved == [tmp_path / "last.ckpt"]
+    timed.on_exception(trainer, BoringModel(), KeyboardInterrupt())  # a Ctrl-C at once: the last checkpoint stands
+    timed._saved_terminated = True  # the batch that noted the SIGTERM saved it
+    timed.on_exception(trainer, BoringModel(), SIGTERMException())
+    assert saved == [tmp_path / "last.ckpt"]
+
+
+def test_validation_follows_every_val_check_interval_batches_of_the_run_where_epochs_do_not_pace_it():
+    """Pretraining's trainers (check_val_every_n_epoch=None) validate after batches 2, 4, ... of the whole run."""
+    from types import SimpleNamespace
+
+    from gnplace.callbacks import _validates_next
+
+    def trainer(batch_index, enabled=True):
+        loop = SimpleNamespace(epoch_loop=SimpleNamespace(total_batch_idx=batch_index))
+        return SimpleNamespace(fit_loop=loop, enable_validation=enabled, check_val_every_n_epoch=None,
+                               val_check_batch=2)
+
+    assert [_validates_next(trainer(index)) for index in range(5)] == [False, True, False, True, False]
+    assert not _validates_next(trainer(1, enabled=False))
+
+
+def test_a_run_progress_bar_counting_past_its_total_stops_at_the_total(tmp_path):
+    """A search's last batch may take its count past the total the bar was given: the bar ends full, not past it."""
+    bar = RunProgressBar(total=6, count="evaluations")
+    seen: dict = {}
+
+    class Read(L.Callback):  # before the bar in the list: reads its task before the bar stops it
+        def on_train_end(self, trainer, pl_module):
+            task = bar.progress.tasks[bar.train_progress_bar_id]
+            seen.update(completed=task.completed, total=task.total)
+
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [StopAfter(2), Read(), bar], max_steps=-1, max_epochs=-1,
+                                  limit_train_batches=50, limit_val_batches=0, enable_progress_bar=True)
+        fit_interruptibly(trainer, _ValidatingModel())
+    assert seen == {"completed": 6, "total": 6}  # 8 evaluations counted
