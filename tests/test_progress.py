@@ -280,3 +280,29 @@ def test_a_count_past_its_total_grows_the_total_and_says_so_never_past_100_perce
             advance_to(done, "stage", total=total)
     assert [(u["completed"], u["total"]) for u in updates] == [(50, 100), (150, 150), (160, 400), (170, 400)]
     assert updates[-1]["description"] == "policy g: stage; 300 more than the 100 planned"
+
+
+def test_a_count_bar_turned_off_writes_no_progress_line_however_long_it_runs(capsys, monkeypatch):
+    """``enabled=False`` is no progress at all: not the lines a count bar writes every LINE_EVERY_S seconds off a
+    terminal (here every update), only its notes."""
+    import gnplace.progress
+    from gnplace.progress import count_bar
+
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
+    with count_bar("evaluate", 2, "rows") as bar:  # (stdout is no terminal here: lines on stderr)
+        bar.advance("a")
+    assert capsys.readouterr().err.startswith("evaluate: 1/2 rows (50%)")
+    with count_bar("evaluate", 2, "rows", enabled=False) as bar:
+        bar.advance("a")
+        bar.advance("b")
+        bar.note("a note")
+    assert capsys.readouterr() == ("a note\n", "")
+
+
+def test_a_line_of_no_work_at_all_reads_all_of_it_done():
+    """A total of 0 (nothing to do) is all done: 100%, not 0% of nothing."""
+    import io
+
+    stream = io.StringIO()
+    ProgressLine("evaluate", 0, "rows", stream=stream, clock=lambda: 0.0).update(0, force=True)
+    assert stream.getvalue() == "evaluate: 0/0 rows (100%), 0:00 elapsed\n"
