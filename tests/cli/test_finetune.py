@@ -560,3 +560,26 @@ def test_a_rank_0_that_refuses_the_cluster_tells_the_ranks_on_other_hosts_at_onc
     assert said.startswith("gnplace: error: ") and "CPU" in said, errors[1]
     assert errors[0].strip().splitlines()[-1] == ("gnplace: error: rank 1: rank 0 stopped before timing anything: "
                                                   + said.removeprefix("gnplace: error: ")), errors[0]
+
+
+def test_the_summary_says_which_placement_won_the_race_and_which_ran_out_of_memory(capsys):
+    """Where the search's best lost the race, the text says to which placement and whether it fit; a zero-shot
+    placement over memory is flagged as the others are."""
+    from gnplace.cli.finetune import _print_summary
+
+    times = {f"{name}_s": 0.012 for name in ("auto", "single", "round_robin")}
+    summary = {"graph": "g", "ops": 3, "cluster": "k80x2", "timer": "local", "evaluations": 30,
+               "polish_evaluations": 0, "seconds": 0.04, "step_time_s": 0.01, "oom": False,
+               "final_rounds_s": {"search": [0.02] * 3}, "chosen": "search_2", "search_step_s": 0.02,
+               "search_oom": True, "zero_shot_s": 0.03, "zero_shot_oom": True, "zero_shot_budget_needed": None,
+               "placement": "p.json", **times, **{f"{name}_oom": False for name in ("auto", "single", "round_robin")}}
+    _print_summary(summary)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == ("  (the search's best measured 20.000 ms afresh (median of 3 rounds) (OOM), slower than the "
+                        "search's next fastest placement, which is returned)")
+    assert lines[3].startswith("  zero-shot ") and lines[3].endswith("30.000 ms  (OOM)  (a candidate; the search "
+                                                                      "starts from auto)")
+    _print_summary({**summary, "chosen": "auto", "search_oom": False})
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "  (the search's best measured 20.000 ms afresh (median of 3 rounds), slower than auto's placement, which is "
+        "returned)")
