@@ -28,6 +28,14 @@ def test_inspect_json_counts_phases_and_costs(tmp_path, capsys, documented_keys)
     assert report["flops_by_phase"]["backward"] == pytest.approx(3 * (2 * 2 * b * w * w + b * w))
     assert report["single_device"] == "gpu0"
     assert 0 < report["critical_path_s"] <= report["single_device_step_s"]
+    # the bytes the edges carry apart from the outputs' (the larger: an output feeds several ops), and the largest
+    # colocation group's ops (of groups of 2 to 6)
+    assert (report["edge_bytes"], report["activation_bytes"]) == (int(g.edge_bytes.sum()), int(g.out_bytes.sum()))
+    assert report["edge_bytes"] != report["activation_bytes"] and report["largest_group_ops"] == 6
+    assert main(["inspect", str(path), "--cluster", "cpu_gpu", "--json", "--top", "2"]) == 0
+    top = json.loads(capsys.readouterr().out)["top_op_types"]
+    assert len(top) == 2 and (top[0]["type"], top[0]["count"]) == ("matmul", 9)
+    assert top[0]["flops"] == pytest.approx(sum(f for t, f in zip(g.op_types, g.flops.tolist()) if t == "matmul"))
 
 
 def test_inspect_table(tmp_path, capsys):
