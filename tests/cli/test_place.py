@@ -25,6 +25,7 @@ def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys, document
     assert data["placer"] == "round_robin" and data["predicted"]["step_time_s"] == report["step_time_s"]
     graph = load_graph(graph_path)
     assert (report["ops"], report["groups"]) == (graph.num_ops, graph.num_groups)  # as simulate, inspect name them
+    assert report["output"] == str(target)
     documented_keys("place-json", report)
     documented_keys("placement-file", data)
     placement = load_placement(target, graph, load_cluster("tight4"))
@@ -118,6 +119,11 @@ def test_a_large_cluster_lists_the_devices_used(tmp_path, capsys):
     assert main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", str(cluster), "-p", "single"]) == 0
     line = capsys.readouterr().out.splitlines()[1]
     assert line == "  a0 98 ops / 360.00 MiB; 39 of 40 devices unused"
+    cluster.write_text("devices: [{name: a, count: 16, kind: v100}]\nlinks: {default: pcie3}\n")  # 16: every one
+    assert main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", str(cluster), "-p", "single"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("  a0 98 ops / 360.00 MiB, a1 0 ops / ") and line.count(" ops / ") == 16
+    assert "unused" not in line
 
 
 def test_unknown_placer_is_named_before_its_options(capsys):
