@@ -466,3 +466,14 @@ def test_an_output_through_a_symlink_loop_is_one_error_line(tmp_path, capsys, fl
     err = capsys.readouterr().err
     assert err.startswith("gnplace: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
     assert "Too many levels of symbolic links" in err and str(tmp_path / "loop") in err, err
+
+
+def test_a_count_at_either_bound_is_accepted_and_one_past_it_refused():
+    from gnplace.cli.common import check_count
+
+    check_count(5, "--jobs", minimum=5, maximum=5)
+    check_count(None, "--jobs", minimum=5, maximum=5)  # not given
+    with pytest.raises(InvalidArgument, match=r"^--jobs must be at least 5, got 4$"):
+        check_count(4, "--jobs", minimum=5, maximum=5)
+    with pytest.raises(InvalidArgument, match=r"^--jobs must be at most 5, got 6$"):
+        check_count(6, "--jobs", minimum=5, maximum=5)

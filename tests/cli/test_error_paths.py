@@ -262,6 +262,14 @@ def test_a_run_stopped_by_sigterm_is_one_line_and_exit_143(capsys):
     assert capsys.readouterr().err == "tool: SIGTERM: interrupted (--resume continues)\n"
 
 
+def test_a_run_stopped_by_ctrl_c_is_one_line_and_exit_130(capsys):
+    def run(args):
+        raise KeyboardInterrupt
+
+    assert run_reporting_errors(run, argparse.Namespace(), "tool", "interrupted (--resume continues)") == 130
+    assert capsys.readouterr().err == "tool: interrupted (--resume continues)\n"
+
+
 # ------------------------------------------------------------------------------ 2: -O values
 def test_unparsable_option_value_is_one_line(capsys, graph):
     with pytest.raises(InvalidArgument) as caught:
@@ -325,6 +333,7 @@ def test_evaluate_runs_a_duplicated_placer_once(tmp_path, capsys, graph):
     out = tmp_path / "o"
     assert main(["evaluate", "-g", graph, "-c", "k80x2,k80x2", "-p", "single,single", "-j", "1", "-o", str(out)]) == 0
     assert len((out / "results.csv").read_text().splitlines()) == 2  # header and one row
+    assert "1 graphs x 1 clusters x 1 placers" in capsys.readouterr().out  # and its table counts each once
 
 
 @pytest.mark.parametrize("plot", [False, True])
