@@ -152,3 +152,27 @@ def test_each_commands_optimizer_help_names_what_it_imports_and_whether_it_runs_
         assert "MODULE:FACTORY" in text, name
         assert ("a graph file keeps its own" in text) == (name != "profile"), name
         assert ("real steps run" in text) == (name in ("finetune", "profile")), name
+
+
+def test_the_default_each_option_states_is_its_default():
+    """The help stated a default beside the one argparse had (a mutant of finetune's --budget default of 100 passed the
+    test above: its help still said 1000). Where the help names a value (not words: "the cores this process may run
+    on"), it is the option's default."""
+    import re
+
+    checked = []
+    for action in _options(build_parser()):
+        said = re.search(r"\(default:? ([^);]*)", action.help or "")
+        if said is None or isinstance(action.default, bool) or action.default in (None, ""):
+            continue
+        text = said.group(1)
+        if isinstance(action.default, (int, float)):
+            try:
+                value = float(text.split(",")[0].split()[0].replace("_", ""))
+            except ValueError:  # a default told in words
+                continue
+            assert value == action.default, (action.option_strings, text, action.default)
+        elif isinstance(action.default, str):
+            assert text == action.default or text.startswith(f"{action.default},"), (action.option_strings, text)
+        checked.append(action.option_strings[0])
+    assert {"--budget", "--lr", "--checkpoint-every", "--top", "--seed", "--clusters"} <= set(checked)
