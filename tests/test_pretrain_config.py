@@ -220,3 +220,23 @@ def test_a_leading_zero_is_a_decimal_number_not_yaml_1_1_octal():
     # --set schedule.iterations=010 ran 8 iterations (YAML 1.1's octal); the text is now read as it is written
     config = load_pretrain_config(overrides=["schedule.iterations=010", "learner.samples=08"])
     assert config.schedule.iterations == 10 and config.learner.samples == 8
+
+
+def test_random_clusters_up_to_the_most_are_taken():
+    from gnplace.pretrain_config import MAX_RANDOM_CLUSTERS
+
+    config = load_pretrain_config(overrides=[f"data.random_clusters={MAX_RANDOM_CLUSTERS}"])
+    assert config.data.random_clusters == MAX_RANDOM_CLUSTERS
+    with pytest.raises(InvalidArgument, match=r"random_clusters must be at most 10,000, got 10001"):
+        load_pretrain_config(overrides=[f"data.random_clusters={MAX_RANDOM_CLUSTERS + 1}"])
+
+
+def test_a_list_given_as_text_drops_its_empty_items():
+    """``--set data.families=cifar10,,ptb,`` (a doubled or trailing comma) names two families, as YAML's [cifar10, ptb]."""
+    config = load_pretrain_config(overrides=["data.families=cifar10,,ptb,"])
+    assert config.data.families == ("cifar10", "ptb")
+
+
+def test_a_blank_data_root_is_refused_as_empty():
+    with pytest.raises(InvalidArgument, match=r"^data: root is empty"):
+        load_pretrain_config(overrides=['data.root="  "'])
