@@ -1389,3 +1389,12 @@ def test_best_ckpt_is_chosen_by_the_best_of_the_samples_where_validation_draws_t
     doc = " ".join((pretrain_module.__doc__ or "").split())
     assert "``OUT/best.ckpt`` whenever the held-out geometric mean improves (``val/best_vs_auto`` where" in doc
     assert "``val/best_vs_auto``" in (pretrain_module.ExportPolicy.on_validation_end.__doc__ or "")
+
+
+def test_a_family_of_no_more_graphs_than_it_holds_out_is_refused(tiny_config):
+    """Three graphs with val_per_family 3 leave none to train on: refused by the family, not trained without it."""
+    with pytest.raises(InvalidArgument, match=r"^family 'alpha': 3 training graphs, cannot hold out 3$"):
+        pretrain_pairs(load_pretrain_config(tiny_config, ["data.val_per_family=3"]))
+    pairs, val_pairs = pretrain_pairs(load_pretrain_config(tiny_config, ["data.val_per_family=2"]))
+    assert sorted({Path(g).stem for g, _ in pairs}) == ["alpha_0", "beta_0"]  # the last ones are held out
+    assert sorted({Path(g).stem for g, _ in val_pairs}) == ["alpha_1", "alpha_2", "beta_1", "beta_2"]
