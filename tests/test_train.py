@@ -725,3 +725,11 @@ def test_fit_logs_every_iteration_whatever_its_steps_per_epoch(tmp_path):
     with metrics.open(newline="") as handle:
         assert [int(r["step"]) for r in csv.DictReader(handle)] == [0, 1, 2]
     assert "logging cadence" not in (fit.__doc__ or "")
+
+
+def test_an_iteration_draws_each_pair_at_most_once():
+    """pairs_per_step of 4 pairs of 5 are 4 different pairs (a pair drawn twice weighed twice in the update)."""
+    data = PlacementDataModule([(f"g{i}", "k80x2") for i in range(5)], pairs_per_step=4, seed=0)
+    data._problems = dict(enumerate("abcde"))  # the draw only picks indices
+    assert all(len(set(data.batch(i))) == 4 for i in range(20))
+    assert len(data.batch(0)) == 4
