@@ -291,3 +291,14 @@ def test_the_summary_prints_the_runs_wall_time_as_the_cli_prints_times_and_says_
     _print_summary({**summary, "already_done": True, "wall_seconds": None}, None)
     assert capsys.readouterr().out.splitlines()[0] == ("pretraining had finished before: nothing trained: 2 iterations "
                                                        "(its wall time is unknown: its checkpoints hold none)")
+
+
+def test_no_progress_reaches_pretraining(tmp_path, monkeypatch):
+    """--no-progress turns off the bar and the lines; without it the run shows a bar on a terminal, else lines."""
+    import gnplace.pretrain
+
+    seen = []
+    monkeypatch.setattr(gnplace.pretrain, "pretrain", lambda config, out, **kwargs: seen.append(kwargs) or {"rank": 1})
+    for extra in ([], ["--no-progress"]):
+        assert main(["pretrain", "--config", str(_config(tmp_path)), "-o", str(tmp_path / "run"), *extra]) == 0
+    assert seen[0]["progress"] is None and seen[1]["progress"] is False
