@@ -198,6 +198,18 @@ def test_jobs_without_teacher_searches_are_refused_before_the_run(tmp_path, caps
     assert not out.exists()
 
 
+@pytest.fixture
+def no_pretraining(monkeypatch):
+    """A pretraining the CLI starts fails at once: a refusal test whose refusal were taken out would otherwise train
+    the shipped config (minutes) before failing."""
+    import gnplace.pretrain
+
+    def started(*args, **kwargs):
+        raise AssertionError("pretraining started where the command line should have been refused")
+
+    monkeypatch.setattr(gnplace.pretrain, "pretrain", started)
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "86401"])
 def test_a_timeout_that_is_no_wait_is_refused_by_its_flag(tmp_path, capsys, value):
     out = tmp_path / "run"
@@ -210,7 +222,7 @@ def test_a_timeout_that_is_no_wait_is_refused_by_its_flag(tmp_path, capsys, valu
     assert not out.exists()
 
 
-def test_a_timeout_for_a_run_of_one_process_is_refused(tmp_path, capsys):
+def test_a_timeout_for_a_run_of_one_process_is_refused(tmp_path, capsys, no_pretraining):
     """--timeout with --devices 1 --num-nodes 1 was taken and waited for nothing."""
     out = tmp_path / "run"
     assert main(["pretrain", "--out", str(out), "--timeout", "60"]) == 2
@@ -229,7 +241,7 @@ def test_a_timeout_for_a_run_of_one_process_is_refused(tmp_path, capsys):
      "--set learner.lr is given twice, as '1e-3' and '0.5': give it once"),
     (["--seed", "3", "--set", "learner.seed =4"], "--seed 3 and --set learner.seed=4 differ: give one"),
 ])
-def test_a_config_value_given_twice_differently_is_refused(tmp_path, capsys, flags, error):
+def test_a_config_value_given_twice_differently_is_refused(tmp_path, capsys, flags, error, no_pretraining):
     """The last one won without a word (a run of 2 iterations; --seed over --set learner.seed)."""
     out = tmp_path / "run"
     assert main(["pretrain", "--out", str(out), *flags]) == 2
