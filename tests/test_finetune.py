@@ -15,6 +15,33 @@ from gnplace.toy import mlp_training_graph
 TINY = "gnplace.execute.examples:tiny"
 
 
+@pytest.fixture
+def tight_k80s(tmp_path):
+    """An MLP's graph, its file, and a cluster file of two k80s that each hold 90% of its one-device step."""
+    from gnplace.placers import get_placer
+    from gnplace.sim.simulator import Simulator
+
+    graph = mlp_training_graph(layers=3, width=512, batch=64)
+    path = save_graph(graph, tmp_path / "g.gnpg")
+    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
+    memory = int(single.peak_memory.max() * 0.9)  # one device cannot hold the step, two can
+    cluster = tmp_path / "small.yaml"
+    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {memory}}}]\nlinks: {{default: pcie3}}\n")
+    return graph, path, cluster
+
+
+def searched_on_one_device(monkeypatch):
+    """Fine-tuning's search returns all on one device, in one evaluation."""
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+
+    def on_one(self, graph, cluster, *, seed=None):
+        self.last_evaluations, self.last_zero_shot_step, self.last_history = 1, None, [(1, 0.0)]
+        return get_placer("single").place(graph, cluster, seed=seed)
+
+    monkeypatch.setattr(FineTunePlacer, "place", on_one)
+
+
 def test_finetune_with_the_simulator_writes_the_best_placement_and_resumes(tmp_path):
     path = save_graph(mlp_training_graph(layers=3, width=256, batch=32), tmp_path / "g.gnpg")
     out = tmp_path / "run"
@@ -282,18 +309,10 @@ def test_a_run_whose_zero_shot_had_another_constructor_is_refused(finished_run, 
         finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=other, resume=True, progress=False)
 
 
-def test_the_summary_says_which_compared_placements_run_out_of_memory(tmp_path, capsys):
+def test_the_summary_says_which_compared_placements_run_out_of_memory(tmp_path, tight_k80s, capsys):
     from gnplace.cli import main
-    from gnplace.cluster import load_cluster
-    from gnplace.placers import get_placer
-    from gnplace.sim.simulator import Simulator
 
-    graph = mlp_training_graph(layers=3, width=512, batch=64)
-    path = save_graph(graph, tmp_path / "g.gnpg")
-    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
-    memory = int(single.peak_memory.max() * 0.9)  # one device cannot hold the step, two can
-    cluster = tmp_path / "small.yaml"
-    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {memory}}}]\nlinks: {{default: pcie3}}\n")
+    graph, path, cluster = tight_k80s
     summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
     assert summary is not None and summary["single_oom"] and not summary["oom"]
     assert summary["auto_oom"] is False and summary["search_oom"] is False
@@ -612,25 +631,11 @@ def test_single_is_returned_where_it_measures_faster_than_the_search_and_auto(tm
     assert placed["predicted"] == {"step_time_s": summary["single_s"], "oom": False, "timer": "sim"}
 
 
-def test_a_fitting_placement_is_returned_over_a_faster_one_that_runs_out_of_memory(tmp_path, monkeypatch):
+def test_a_fitting_placement_is_returned_over_a_faster_one_that_runs_out_of_memory(tmp_path, tight_k80s, monkeypatch):
     """On two k80s that each hold 90% of the step, the search's pick of all on one device (faster, no transfers) runs
     out of memory: auto's fitting placement is returned."""
-    from gnplace.placers import get_placer
-    from gnplace.rl.search import FineTunePlacer
-    from gnplace.sim.simulator import Simulator
-
-    graph = mlp_training_graph(layers=3, width=512, batch=64)
-    path = save_graph(graph, tmp_path / "g.gnpg")
-    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
-    cluster = tmp_path / "small.yaml"
-    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {int(single.peak_memory.max() * 0.9)}}}]\n"
-                       "links: {default: pcie3}\n")
-
-    def on_one(self, graph, cluster, *, seed=None):
-        self.last_evaluations, self.last_zero_shot_step, self.last_history = 1, None, [(1, 0.0)]
-        return get_placer("single").place(graph, cluster, seed=seed)
-
-    monkeypatch.setattr(FineTunePlacer, "place", on_one)
+    graph, path, cluster = tight_k80s
+    searched_on_one_device(monkeypatch)
     summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
     assert summary is not None and summary["search_oom"] and summary["search_step_s"] < summary["auto_s"]
     assert summary["chosen"] == "auto" and not summary["oom"]
@@ -716,19 +721,13 @@ def test_the_runners_up_are_the_fastest_fitting_placements_measured_on_this_clus
     assert [list(d) for d in _runners_up(timed, cluster, best, 1)] == [[0, 1, 0]]
 
 
-def test_a_zero_shot_placement_out_of_memory_is_reported_so(tmp_path, monkeypatch):
+def test_a_zero_shot_placement_out_of_memory_is_reported_so(tmp_path, tight_k80s, monkeypatch):
     """``zero_shot_oom`` is the zero-shot placement's own measurement afresh: all on one of two k80s that each hold 90%
     of the step runs out of memory, where the fitting placement returned does not."""
     from gnplace.placers import get_placer
     from gnplace.rl.search import FineTunePlacer
-    from gnplace.sim.simulator import Simulator
 
-    graph = mlp_training_graph(layers=3, width=512, batch=64)
-    path = save_graph(graph, tmp_path / "g.gnpg")
-    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
-    cluster = tmp_path / "small.yaml"
-    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {int(single.peak_memory.max() * 0.9)}}}]\n"
-                       "links: {default: pcie3}\n")
+    graph, path, cluster = tight_k80s
 
     def on_one_zero_shot(self, graph, cluster, *, seed=None):
         self.last_evaluations, self.last_history = 1, [(1, 0.0)]
@@ -742,27 +741,15 @@ def test_a_zero_shot_placement_out_of_memory_is_reported_so(tmp_path, monkeypatc
     assert summary["zero_shot_s"] == summary["single_s"] and summary["oom"] is False
 
 
-def test_a_returned_placement_out_of_memory_says_so_in_its_file(tmp_path, monkeypatch):
+def test_a_returned_placement_out_of_memory_says_so_in_its_file(tmp_path, tight_k80s, monkeypatch):
     """Where every placement raced runs out of memory (the search's, auto's and single's all on one of two k80s that
     each hold 90% of the step), the one returned is written with ``oom`` true, as the summary has it."""
     from gnplace.placement import load_placement
     from gnplace.placers import get_placer
     from gnplace.placers.auto import AutoPlacer
-    from gnplace.rl.search import FineTunePlacer
-    from gnplace.sim.simulator import Simulator
 
-    graph = mlp_training_graph(layers=3, width=512, batch=64)
-    path = save_graph(graph, tmp_path / "g.gnpg")
-    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
-    cluster = tmp_path / "small.yaml"
-    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {int(single.peak_memory.max() * 0.9)}}}]\n"
-                       "links: {default: pcie3}\n")
-
-    def on_one(self, graph, cluster, *, seed=None):
-        self.last_evaluations, self.last_zero_shot_step, self.last_history = 1, None, [(1, 0.0)]
-        return get_placer("single").place(graph, cluster, seed=seed)
-
-    monkeypatch.setattr(FineTunePlacer, "place", on_one)
+    graph, path, cluster = tight_k80s
+    searched_on_one_device(monkeypatch)
     monkeypatch.setattr(AutoPlacer, "place", lambda self, graph, cluster, *, seed=None:
                         get_placer("single").place(graph, cluster, seed=seed))
     summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
