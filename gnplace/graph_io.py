@@ -463,6 +463,17 @@ def _process_gone(pid: int) -> bool:
     return False
 
 
+def keep_permissions(tmp: Path, target: Path) -> None:
+    """Give ``tmp``, about to be renamed over ``target``, the permission bits of the file at ``target``, if any.
+
+    A file replaced keeps its permissions: a ``placement.json`` or ``last.ckpt`` made private (``chmod 600``) was
+    644 again after a rerun, as the umask gives a new file, where a write in place keeps them. Where there is no
+    file yet, or the filesystem has no modes, ``tmp`` keeps its own and the write goes on.
+    """
+    with contextlib.suppress(OSError):
+        os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+
+
 def remove_stale_temporaries(target: Path) -> list[Path]:
     """Remove the temporary files a write of ``target`` left where its process was killed (``kill -9``) mid-write.
 
@@ -586,10 +597,7 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
                 tmp.write_bytes(payload)
             except OSError as err:  # named by the file asked for, not its .tmp
                 raise OSError(err.errno, err.strerror or str(err), text) from err
-            with contextlib.suppress(OSError):  # (a filesystem without modes: the write goes on)
-                # a file replaced keeps its permissions: a placement.json made private (chmod 600) was 644 again
-                # after a rerun, as the umask gives a new file, where a write in place keeps them
-                os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+            keep_permissions(tmp, target)
         for tmp, target, given in staged:
             try:
                 os.replace(tmp, target)

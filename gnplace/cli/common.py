@@ -675,25 +675,19 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
             sys.stdout.flush()  # here, where a closed pipe is caught, not at exit, where Python reports it
             return code
         except GnplaceError as err:
-            print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
-            _tell_waiting_ranks(one_line(str(err)))
-            return 2
+            return _refused(prog, one_line(str(err)))
         except BrokenPipeError:  # the reader went away (`gnplace ... --json | head`): nothing is wrong with the input
             _stdout_to_devnull()  # Python's flush at exit would fail
             return 141  # 128 + SIGPIPE, what a shell reports for a program the pipe's close stopped
         except OSError as err:
-            print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
-            _tell_waiting_ranks(describe_os_error(err))
-            return 2
+            return _refused(prog, describe_os_error(err))
         except SystemExit as err:
             if after_interrupt(err):  # Lightning's trainer exits 1 on Ctrl-C, after its own shutdown
                 print(f"{prog}: {interrupted}", file=sys.stderr)
                 return 130
             if err.code is None or isinstance(err.code, int):
                 raise
-            print(f"{prog}: error: {one_line(str(err.code))}", file=sys.stderr)
-            _tell_waiting_ranks(one_line(str(err.code)))
-            return 2
+            return _refused(prog, one_line(str(err.code)))
         except Terminated:
             print(f"{prog}: SIGTERM: {interrupted}", file=sys.stderr)
             _tell_waiting_ranks("stopped by SIGTERM")
@@ -711,9 +705,14 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
             loop = symlink_loop(err)
             if loop is None:
                 raise
-            print(f"{prog}: error: {describe_os_error(loop)}", file=sys.stderr)
-            _tell_waiting_ranks(describe_os_error(loop))
-            return 2
+            return _refused(prog, describe_os_error(loop))
+
+
+def _refused(prog: str, message: str) -> int:
+    """Print ``PROG: error: message``, tell the ranks waiting on this one why it stopped, and return exit status 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    _tell_waiting_ranks(message)
+    return 2
 
 
 def _stdout_to_devnull() -> None:

@@ -22,9 +22,7 @@ the weights is refused as corrupt rather than loaded as a slightly different pol
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -66,7 +64,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
         OSError: naming ``path``, if the file cannot be written (a full disk: ``No space left on device``), also
             where torch's archive writer met the error and raised its own ``RuntimeError`` (``unexpected pos``).
     """
-    from gnplace.graph_io import fitting_name, regular_target, remove_stale_temporaries
+    from gnplace.graph_io import fitting_name, keep_permissions, regular_target, remove_stale_temporaries
 
     given, path = path, regular_target(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,8 +77,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
             torch.save(obj, handle)
             handle.flush()
             os.fsync(handle.fileno())
-        with contextlib.suppress(OSError):  # a file replaced keeps its permissions (a private last.ckpt stays so)
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        keep_permissions(tmp, path)  # a private last.ckpt stays so
         os.replace(tmp, path)
     except BaseException as err:
         if not isinstance(err, FileExistsError):  # (the name another write took: not ours to remove)
