@@ -210,7 +210,8 @@ def test_resume_into_another_graphs_or_clusters_run_is_refused_and_keeps_it(fini
     _unchanged(out, saved)
 
 
-@pytest.mark.parametrize("kind", ["truncated", "foreign", "unrecorded", "directory", "no_pairs", "loops"])
+@pytest.mark.parametrize("kind", ["truncated", "foreign", "unrecorded", "directory", "no_pairs", "loops", "loop_count",
+                                  "loop_text", "epochs", "version", "callbacks"])
 def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run, tmp_path, kind):
     path, finished, saved = finished_run
     out = tmp_path / "run"
@@ -230,21 +231,38 @@ def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run,
         data = torch.load(finished / "last.ckpt", weights_only=True)
         del data[RUN_KEY]
         torch.save(data, last)
-    elif kind in ("no_pairs", "loops"):  # resumed with no best placement and evaluations: the budget spent anew
+    elif kind != "directory":  # a section Lightning restores (or the run's own) damaged
         import torch
 
         data = torch.load(finished / "last.ckpt", weights_only=True)
-        if kind == "no_pairs":
+        fit_loop = data["loops"]["fit_loop"]
+        if kind == "no_pairs":  # resumed with no best placement and evaluations: the budget spent anew
             del data["PlacementDataModule"]
-        else:
+        elif kind == "loops":
             data["loops"] = {}  # a KeyError traceback from Lightning
+        elif kind == "loop_count":  # each a traceback from Lightning in fit: a KeyError 'total'
+            del fit_loop["epoch_progress"]["total"]
+        elif kind == "loop_text":  # a TypeError at the next step (a count as text)
+            fit_loop["epoch_loop.batch_progress"]["current"]["ready"] = "28"
+        elif kind == "epochs":  # a MisconfigurationException (the search runs one epoch)
+            fit_loop["epoch_progress"]["current"]["completed"] = 50
+        elif kind == "version":  # packaging's InvalidVersion
+            data["pytorch-lightning_version"] = 3
+        else:  # an AttributeError ('list' object has no attribute 'keys')
+            data["callbacks"] = [1]
         torch.save(data, last)
     else:
         last.mkdir()
     before = None if kind == "directory" else last.read_bytes()
     message = {"truncated": "not a readable checkpoint", "foreign": "not a fine-tuning run's checkpoint",
                "unrecorded": "records no graph or cluster", "directory": "not a checkpoint file",
-               "no_pairs": "pairs. state .PlacementDataModule. is missing or damaged", "loops": "loops.fit_loop. is missing or damaged"}[kind]
+               "no_pairs": "pairs. state .PlacementDataModule. is missing or damaged",
+               "loops": "loops.fit_loop. is missing or damaged",
+               "loop_count": r"loops.fit_loop, epoch_progress\) is missing or damaged",
+               "loop_text": r"loops.fit_loop, epoch_loop.batch_progress\) is missing or damaged",
+               "epochs": r"loops.fit_loop: 50 epochs done, the run has 1\)",
+               "version": r"Lightning version \(pytorch-lightning_version\) is missing or damaged",
+               "callbacks": "callbacks' state is missing or damaged"}[kind]
     with pytest.raises(InvalidCheckpoint, match=message):
         finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
     assert last.is_dir() if before is None else last.read_bytes() == before

@@ -284,13 +284,21 @@ def _pair_states(problems: Any) -> bool:
         and isinstance(state, dict) for key, state in problems.items())
 
 
-def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig) -> None:
+def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig,
+                         max_epochs: int | None = None) -> None:
     """Refuse a training checkpoint whose loop or optimizer state Lightning could not restore, in one line.
 
     Lightning restores them inside ``fit``, after the run's log folder is made: a damaged ``loops``
     was a ``KeyError`` traceback, an Adam moment of another shape a ``RuntimeError`` at the first step,
     the pairs' state a list an ``AttributeError``; without the pairs' state a search spent its budget
     anew. The optimizer is Adam over the policy's parameters, in their order.
+
+    Args:
+        path: the checkpoint's file, named in the error.
+        data: what it holds (``torch.load``'s dictionary).
+        config: the policy's shape, which Adam's moments must have.
+        max_epochs: the run's ``Trainer(max_epochs=...)``, past which its loop's epoch count is damaged
+            (Lightning's ``MisconfigurationException``); ``None`` for a run of no epoch limit.
 
     Raises:
         InvalidCheckpoint: naming the damaged section.
@@ -301,6 +309,19 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
     loops = data.get("loops")
     if not isinstance(loops, dict) or not isinstance(loops.get("fit_loop"), dict):
         raise damaged("training loop's state (loops.fit_loop)")
+    section = _damaged_loop_section(loops["fit_loop"])
+    if section is not None:
+        raise damaged(f"training loop's state (loops.fit_loop, {section})")
+    epochs = loops["fit_loop"].get("epoch_progress", {}).get("current", {}).get("completed", 0)
+    if max_epochs is not None and epochs > max_epochs:
+        raise damaged(f"training loop's state (loops.fit_loop: {epochs} epochs done, the run has {max_epochs})")
+    version = data.get("pytorch-lightning_version")
+    if not isinstance(version, str) or not _parses_as_version(version):  # an InvalidVersion traceback
+        raise damaged("Lightning version (pytorch-lightning_version)")
+    callbacks = data.get("callbacks")  # Lightning reads each callback's state by its key: a list was a traceback
+    if callbacks is not None and not (isinstance(callbacks, dict) and all(isinstance(state, dict)
+                                                                           for state in callbacks.values())):
+        raise damaged("callbacks' state")
     pairs = data.get("PlacementDataModule")  # each pair's best placement and evaluations (gnplace.train)
     ranks = pairs.get("ranks") if isinstance(pairs, dict) else None
     if not isinstance(pairs, dict) or not _pair_states(pairs.get("problems", {})) or (
@@ -350,6 +371,47 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
             if isinstance(features, dict) else []
         raise InvalidCheckpoint(f"{path}: made for other policy features ({', '.join(diff) or 'all'} differ); cannot "
                                 "resume from it with this gnplace version")
+
+
+def _damaged_loop_section(saved: dict[str, Any]) -> str | None:
+    """The first section of a saved ``fit_loop`` state that Lightning could not restore, or ``None``.
+
+    Each section saved must hold what this Lightning's fit loop holds (a fresh ``_FitLoop``'s ``state_dict()`` is
+    the template): the same nested mappings, and counts where it has counts (whole numbers >= 0). A section left
+    out is one Lightning itself skips (an older checkpoint's); a count missing was a ``KeyError`` traceback, a
+    mapping as a list a ``TypeError``, and a count as text a ``TypeError`` at the resumed run's next step.
+    """
+    import types
+
+    from lightning.pytorch.loops import _FitLoop
+
+    template = _FitLoop(types.SimpleNamespace(), min_epochs=None, max_epochs=None).state_dict()  # type: ignore[arg-type]
+
+    def fits(value: Any, expected: Any) -> bool:
+        if isinstance(expected, dict):
+            return isinstance(value, dict) and all(key in value and fits(value[key], entry)
+                                                   for key, entry in expected.items())
+        if isinstance(expected, bool):
+            return isinstance(value, bool)
+        if isinstance(expected, int):
+            return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return True
+
+    for name, expected in template.items():
+        if name in saved and not fits(saved[name], expected):
+            return name
+    return None
+
+
+def _parses_as_version(text: str) -> bool:
+    """Whether ``text`` is a version ``packaging`` reads (Lightning compares the checkpoint's with its own)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def _finite_real(value: Any) -> bool:

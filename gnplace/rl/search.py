@@ -665,7 +665,7 @@ class PPOSearchPlacer:
             raise InvalidCheckpoint(f"{path} is a {kind} run of {' and '.join(differ)}: "
                                     f"resume with the same inputs or use another {self.out_option}")
         check_training_weights(path, data["state_dict"], self.config.policy, f"the {kind}'s policy")
-        check_training_state(path, data, self.config.policy)  # loops, Adam and the pairs' state (budget spent)
+        check_training_state(path, data, self.config.policy, max_epochs=1)  # loops, Adam, the pairs' state (budget)
         return saved
 
     def _annealing_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:
