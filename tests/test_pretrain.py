@@ -354,6 +354,9 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tiny_run, tmp
                            r"indices once\)"),
                           (lambda d: d["optimizer_states"][0]["param_groups"][0].pop("lr"),  # KeyError: 'lr'
                            r"its optimizer state \(a parameter group's lr, betas, eps or weight_decay\)"),
+                          # a KeyError 'total' traceback from inside Lightning's fit before
+                          (lambda d: d["loops"]["fit_loop"]["epoch_progress"].pop("total"),
+                           r"its training loop's state \(loops.fit_loop, epoch_progress\) is missing or damaged"),
                           # resumed without a word, the weights trained under other features
                           (lambda d: d["gnplace"]["features"]["op_kinds"].append("new_kind"),
                            r"made for other policy features \(op_kinds differ\); cannot resume from it"),
