@@ -132,3 +132,26 @@ def test_the_compiled_mean_sums_in_numpys_order():
     rows = rng.random((400, 40)) * 10.0 ** rng.uniform(-6, 6, (400, 40))
     for n in range(1, 41):
         assert all(_mean(row[:n]) == row[:n].mean() for row in rows), n  # bit for bit, not approximately
+
+
+def test_a_full_device_tying_the_earliest_finish_is_not_the_earliest_finish_choice():
+    """Two idle, equal devices, the group fitting only on the second: both finish it at once, and ``is_eft`` marks
+    the second alone (the first is masked). A tie is where a kernel reading ``eft == best`` without the mask
+    marked both."""
+    from gnplace.policy.features import DYNAMIC_FEATURES
+    from gnplace.rl._schedule import decision_features
+
+    devices, nodes = 2, 1
+    preds, pred_bytes = np.zeros(0, dtype=np.int64), np.zeros(0)
+    work = group_work = np.full(devices, 1e-3)  # seconds, the same on both
+    zeros = np.zeros((1, devices))
+    out, mask = np.empty((1, devices, 9), dtype=np.float32), np.empty((1, devices), dtype=bool)
+    decision_features(preds, pred_bytes, pred_bytes, False, work, group_work, 4e8, np.zeros(devices), 1e-3, 1.0,
+                      np.zeros((1, nodes), dtype=np.int64), np.zeros((1, nodes)), np.zeros((1, devices, devices)),
+                      np.full((1, nodes, devices), np.inf), np.zeros((devices, devices)),
+                      np.zeros((devices, devices)), zeros, np.zeros((1, devices, 1)), np.zeros((1, devices, 1)),
+                      np.array([[1e8, 2e9]]), np.full(devices, 2e9), zeros, out, mask)
+    assert mask.tolist() == [[False, True]]
+    assert out[0, :, DYNAMIC_FEATURES.index("eft_gap")].tolist() == [0.0, 0.0]  # the tie
+    assert out[0, :, DYNAMIC_FEATURES.index("is_eft")].tolist() == [0.0, 1.0]
+    assert out[0, :, DYNAMIC_FEATURES.index("fits")].tolist() == [0.0, 1.0]
