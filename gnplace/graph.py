@@ -26,7 +26,7 @@ import numpy as np
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
-from gnplace.readonly import ReadOnlyArrays
+from gnplace.readonly import ReadOnlyArrays, ReadOnlyDict
 
 __all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "exact_sum", "require_ops", "check_graph"]
 
@@ -154,6 +154,13 @@ def exact_sum(values: np.ndarray) -> int:
     return (int((values >> 31).sum()) << 31) + int((values & (2**31 - 1)).sum())
 
 
+class _MeasuredSeconds(ReadOnlyDict[str, np.ndarray]):
+    """A graph's ``cost_s``: checked when the graph is made, so read-only after (its arrays are too)."""
+
+    refusal = ("a graph's cost_s is read-only (checked when the graph is made): make a graph with other "
+               "measured seconds by graph.replace(cost_s={kind: seconds, ...})")
+
+
 class OpGraph(ReadOnlyArrays):
     """An immutable DAG of ops with their costs, colocation groups and edge sizes.
 
@@ -270,13 +277,14 @@ class OpGraph(ReadOnlyArrays):
         rank = np.empty_like(order)
         rank[order] = np.arange(order.shape[0])
         self.group = _frozen(rank[inverse] if n else np.zeros(0), np.int64, n, "group")
-        self.cost_s: dict[str, np.ndarray] = {}
+        measured: dict[str, np.ndarray] = {}
         for kind, values in (cost_s or {}).items():
             key = str(kind).lower()  # device kinds are matched in lower case: "K80" and "k80" are one kind
-            if key in self.cost_s:
+            if key in measured:
                 raise InvalidGraph(f"graph {self.name!r}: cost_s gives device kind {key!r} twice (as {kind!r} "
                                    "and in another case); kinds are matched in lower case")
-            self.cost_s[key] = _as_float(values, n, f"cost_s[{kind!r}]")
+            measured[key] = _as_float(values, n, f"cost_s[{kind!r}]")
+        self.cost_s: Mapping[str, np.ndarray] = _MeasuredSeconds(measured)
         self.validate()
 
     # ------------------------------------------------------------------ construction helpers

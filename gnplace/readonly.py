@@ -11,11 +11,11 @@ time (about 8 s for the simulator's, 2026-12-01).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 
-__all__ = ["ReadOnlyArrays", "read_only"]
+__all__ = ["ReadOnlyArrays", "ReadOnlyDict", "read_only"]
 
 
 def read_only(value: Any) -> Any:
@@ -34,6 +34,45 @@ def read_only(value: Any) -> Any:
         for item in value:
             read_only(item)
     return value
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class ReadOnlyDict(dict[K, V]):
+    """A dict that refuses every change after it is made, and pickles and copies as one.
+
+    A graph's measured seconds (``OpGraph.cost_s``) are checked when the graph is made, and what the graph
+    caches (its fingerprint) reads them: an entry set afterwards skipped the checks (an array of another length
+    was a numpy broadcasting traceback in the simulator) and left the fingerprint stale.
+
+    Examples:
+        >>> costs = ReadOnlyDict({"k80": 1.0})
+        >>> costs["v100"] = 2.0
+        Traceback (most recent call last):
+        ...
+        TypeError: this mapping is read-only
+    """
+
+    #: The error a change raises (a subclass says how to make one with the change instead).
+    refusal = "this mapping is read-only"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(self.refusal)
+
+    __setitem__ = __delitem__ = __ior__ = update = pop = popitem = clear = setdefault = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle's default would set each item on an empty one: refused
+        return type(self), (dict(self),)
+
+    def __copy__(self) -> ReadOnlyDict[K, V]:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ReadOnlyDict[K, V]:
+        import copy
+
+        return type(self)({key: copy.deepcopy(value, memo) for key, value in self.items()})
 
 
 class ReadOnlyArrays:

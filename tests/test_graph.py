@@ -234,6 +234,23 @@ def test_derived_arrays_are_read_only():
     assert g.topological_order().tolist() == [0, 1, 2, 3]
 
 
+def test_measured_seconds_are_read_only_and_another_graph_takes_others():
+    """An entry set after the graph was made skipped its checks: 3 seconds for 4 ops was a numpy broadcasting
+    traceback in the simulator, and the cached fingerprint was the old costs'."""
+    g = diamond()
+    fingerprint = g.fingerprint
+    for change in (lambda: g.cost_s.__setitem__("v100", np.ones(3)), lambda: g.cost_s.pop("k80"),
+                   lambda: g.cost_s.update(v100=np.ones(4)), lambda: g.cost_s.clear(),
+                   lambda: g.cost_s.__delitem__("k80"), lambda: g.cost_s.setdefault("v100", np.ones(4))):
+        with pytest.raises(TypeError, match=r"cost_s is read-only .*graph.replace\(cost_s="):
+            change()
+    assert list(g.cost_s) == ["k80"] and g.fingerprint == fingerprint
+    other = g.replace(cost_s={**g.cost_s, "v100": [1e-3] * 4})
+    assert sorted(other.cost_s) == ["k80", "v100"] and other.fingerprint != fingerprint
+    with pytest.raises(InvalidGraph, match=r"cost_s\['v100'\]"):  # what the graph checks
+        g.replace(cost_s={"v100": [1e-3] * 3})
+
+
 def test_inputs_are_copied():
     flops = np.array([1.0, 2.0])
     out_bytes = np.array([4, 0])

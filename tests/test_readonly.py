@@ -44,6 +44,23 @@ def test_an_unpickled_graph_cluster_and_placement_hold_only_read_only_arrays():
             next(iter(after.values()))[0] = 0
 
 
+def test_a_read_only_dict_refuses_changes_and_pickles_and_copies_as_one():
+    import copy
+
+    from gnplace.readonly import ReadOnlyDict
+
+    values = ReadOnlyDict({"a": np.zeros(2)})
+    with pytest.raises(TypeError, match="this mapping is read-only"):
+        values["b"] = np.zeros(2)
+    with pytest.raises(TypeError, match="read-only"):
+        values |= {"b": 1}
+    for again in (pickle.loads(pickle.dumps(values)), copy.deepcopy(values)):
+        assert type(again) is ReadOnlyDict and list(again) == ["a"]
+        with pytest.raises(TypeError, match="read-only"):
+            again.popitem()
+    assert copy.copy(values) is values
+
+
 def test_read_only_reaches_arrays_in_tuples_and_lists_and_leaves_dicts_alone():
     inner, listed, kept = np.zeros(2), np.zeros(2), np.zeros(2)
     read_only((inner, [listed], {"meta": kept}, 3))

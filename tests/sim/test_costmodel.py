@@ -102,8 +102,7 @@ def test_an_update_op_reads_and_writes_its_parameters():
 
 
 def test_devices_alike_share_one_computed_column_with_the_same_times(monkeypatch):
-    g = chain_graph(5)
-    g.cost_s["v100"] = np.array([1.0, np.nan, 3.0, np.nan, 5.0])  # measured on one kind only
+    g = chain_graph(5).replace(cost_s={"v100": [1.0, np.nan, 3.0, np.nan, 5.0]})  # measured on one kind only
     c = mixed_cluster()
     devices = [*c.devices, *(dataclasses.replace(d, name=f"{d.name}b") for d in c.devices)]
     mixed = Cluster(devices, np.full((6, 6), 1e9), np.zeros((6, 6)), name="twice")
@@ -128,7 +127,7 @@ def test_op_times_are_the_columns_of_each_devices_kind_bit_for_bit(monkeypatch, 
     entries = [{"name": f"d{i}", "count": 30 if order == "runs" else 1, "kind": kind} for i, kind in enumerate(kinds)]
     c = cluster_from_dict({"name": order, "devices": entries, "links": {"default": "pcie3"}})
     g = layered_graph(300, seed=1)
-    g.cost_s["v100"] = np.where(np.arange(g.num_ops) % 3 == 0, 1e-3, np.nan)  # measured on one kind only
+    g = g.replace(cost_s={"v100": np.where(np.arange(g.num_ops) % 3 == 0, 1e-3, np.nan)})  # measured on one kind
     columns, column = op_time_columns(g, c)
     assert columns.shape == (g.num_ops, len(set(kinds))) and columns.flags.c_contiguous
     took = []
