@@ -48,10 +48,21 @@ from gnplace.rl.policy_files import (
     constructor_paths,
     pretraining,
 )
+from gnplace.rl.zeroshot_budget import POLISH_CAP, EvaluationPlan, Repairs, advance_past
+from gnplace.rl.zeroshot_decoding import (
+    SUBSETS_EVERY_K,
+    Decoder,
+    by_speed,
+    construct_on,
+    device_set_input,
+    subset_sizes,
+)
+from gnplace.rl.zeroshot_polish import MODULE_CHAIN_TEMPERATURE, anneal, module_units
+from gnplace.rl.zeroshot_ranking import concat_results, ranking, stacked_row
 from gnplace.rl.zeroshot_timers import MemoTimer, ReportingTimer
 from gnplace.seed import SeedLike, as_generator, check_seed
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow
+from gnplace.sim.timer import BatchResult, BudgetedTimer, StepResult, StepTimer
 from gnplace.workers import torch_threads
 
 if TYPE_CHECKING:
@@ -59,7 +70,9 @@ if TYPE_CHECKING:
     from gnplace.coarsen import Coarsening
 
 __all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "SHIPPED_CONSTRUCTORS", "cached_policy",
-           "pretraining", "module_units"]  # the checkpoints' names too: they are gnplace.rl.policy_files' own
+           "pretraining", "module_units", "subset_sizes", "SUBSETS_EVERY_K", "POLISH_CAP", "MODULE_CHAIN_TEMPERATURE"]
+# the checkpoints' names too: they are gnplace.rl.policy_files' own; and the names of the modules policy is made of
+# (zeroshot_decoding, zeroshot_polish, zeroshot_budget) that were this module's
 
 
 #: Each constructor's samples beside its greedy placement, per device set. Chosen on the cifar10 training graphs the
@@ -124,8 +137,6 @@ DEFAULT_POLISH = 320
 #: s a pair. Seed 1: 0.9238 to 0.9128 at 5,120,000 (0.8425, 0.9557, 0.9446). Median time a pair, two at a time: 0.60 to
 #: 0.74 s (seed 0), 0.52 to 0.83 s (seed 1) (docs/measured-zeroshot.md).
 DEFAULT_POLISH_OPS = 5_120_000
-#: The most evaluations ``polish_ops`` gives a small graph, as a multiple of ``polish``.
-POLISH_CAP = 4
 #: Whether that chain reheats when it stalls (``AnnealingPlacer(reheat_after=0.2)``, its default). It does not since
 #: revision 16: 80 evaluations are too few for the restart at 0.05 to cool again. Same pairs (2026-12-01; seeds 0 / 1):
 #: with the reheat (revision 15) 0.9367 / 0.9387, without 0.9349 / 0.9370, ahead on each family under both seeds
@@ -151,8 +162,6 @@ DEFAULT_CONSTRUCTOR_PRIOR = 6.0
 #: modules are called once, runs no chain. The ptb test graphs on k80x2 go from 0.973 to 0.953, where the best module
 #: map of each, found by enumeration, with the same polish gives 0.952 (docs/measured-zeroshot.md).
 DEFAULT_MODULE_CHAIN = 1000
-#: The module chain's :math:`T_0`, relative to its start's step (annealing revision 3's).
-MODULE_CHAIN_TEMPERATURE = 0.05
 #: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
 #: its samples on ``k`` devices use ``k >= 2``). numpy's SeedSequence pads a short seed with zeros, so stream 0 in
 #: the first last round is the stream of the constructor's samples on the whole cluster, ``(seed, rank)``: the
@@ -175,37 +184,12 @@ MAX_SAMPLES = 4096
 DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5)
 
 
-#: Clusters of at most this many devices get a greedy decode on the fastest ``k`` for every ``k`` (``subsets``);
-#: a larger one on ``k = 2 .. 16`` and then on doubling ``k`` (32, 64, ...) below its size: a decode on every
-#: ``k`` held ``D`` policy inputs, and 1,024 devices took 240 s and 16.8 GB to place a 3,197-op graph.
-SUBSETS_EVERY_K = 16
-
-
-def subset_sizes(num_devices: int) -> list[int]:
-    """The device counts ``k`` (from 2, below ``num_devices``) the policy also decodes on, the ``k`` fastest alone.
-
-    Examples:
-        >>> subset_sizes(4), subset_sizes(2)
-        ([2, 3], [])
-        >>> subset_sizes(100)[-5:]
-        [15, 16, 32, 64, 99]
-    """
-    sizes = list(range(2, min(num_devices, SUBSETS_EVERY_K + 1)))
-    k = SUBSETS_EVERY_K * 2
-    while k < num_devices:
-        sizes.append(k)
-        k *= 2
-    if num_devices - 1 > SUBSETS_EVERY_K and sizes[-1] != num_devices - 1:
-        sizes.append(num_devices - 1)  # every device but the slowest, as on a small cluster
-    return sizes
-
-
 #: Graphs of at most this many ops also get a greedy decode with no coarsening: on the test splits this took
 #: ``policy`` from 1.009 to 1.000 of ``auto``'s step time, mostly on cifar10 (v100x8: 1.011 to 0.977).
 DEFAULT_OP_LEVEL = 4000
 
 
-class PolicyPlacer:
+class PolicyPlacer(EvaluationPlan):
     """Zero-shot placement by a pretrained policy: greedy decodes, then ``samples`` tempered samples, best by the timer.
 
     The policy decodes greedily on the whole cluster (on graphs of at most ``op_level`` ops also with no
@@ -501,115 +485,6 @@ class PolicyPlacer:
                 f"constructor_prior={self.constructor_prior}, last_rounds={self.last_rounds}, polish={self.polish}, "
                 f"polish_reheat={self.polish_reheat}, polish_ops={self.polish_ops}, module_chain={self.module_chain})")
 
-    def polish_evaluations(self, graph: OpGraph | None = None) -> int:
-        """The polish's evaluations on ``graph``: ``polish``, or up to :data:`POLISH_CAP` times more by ``polish_ops``.
-
-        ``max(polish, min(POLISH_CAP * polish, polish_ops // ops))`` for a graph of ``ops`` ops; without a graph, the
-        most any graph gets.
-        """
-        if not self.polish or not self.polish_ops:
-            return self.polish
-        most = POLISH_CAP * self.polish
-        return most if graph is None else max(self.polish, min(most, self.polish_ops // max(graph.num_ops, 1)))
-
-    def module_chain_evaluations(self, graph: OpGraph | None = None) -> int:
-        """The module chain's evaluations on ``graph``: ``module_chain`` where it runs (:func:`module_units`), else 0.
-
-        At most ``polish_ops`` op-evaluations, as the polish (``polish_ops // ops``; every test graph of the families
-        gets 1,000, a 93,567-op one 54). Without a graph, the most any graph gets. One evaluation cannot anneal: none
-        is spent then.
-        """
-        most = self.module_chain
-        if graph is not None and self.polish_ops:
-            most = min(most, self.polish_ops // max(graph.num_ops, 1))
-        if most < 2 or graph is not None and module_units(graph) is None:  # the units only where a chain could run
-            return 0
-        return most
-
-    def evaluations_needed(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
-        """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
-
-        On a ``graph`` with no more placements than the search would time, its polish included
-        (:meth:`placement_space`), that many: each is timed once. Memory repairs on a memory-tight cluster make more
-        (:meth:`_candidates`): the progress bar, whose total this is, grows its total with them (:class:`_Repairs`).
-        """
-        space = None if graph is None else self.placement_space(graph, cluster)
-        return space if space is not None else self._searched(cluster, graph)
-
-    def _searched(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
-        """The evaluations of :meth:`place`'s search where nothing overflows: its candidates and its polish."""
-        polish = self.polish_evaluations(graph)
-        polish = polish if polish >= 2 else 0  # one evaluation cannot anneal: none spent
-        return self._candidates(cluster) + polish + self.module_chain_evaluations(graph)
-
-    def placement_space(self, graph: OpGraph, cluster: Cluster) -> int | None:
-        """The placements of ``graph`` on ``cluster``, ``D ** groups``, where no more than the search times; else None.
-
-        A placement puts each colocation group on one device. :meth:`place` times each of them once where there are
-        no more than its search would time, polish included (:meth:`_searched`: 1,436 on two devices with the
-        defaults on a graph of at most 4,000 ops, 476 past 16,000), for the exact best: every candidate of the search
-        and every step of its polish is such a placement (the polish moves whole groups), ranked the same way, so
-        none is better; a one-op graph on two devices took 1,432 evaluations, the polish's 1,280 among them, for its 2
-        placements, and a 10-group one 1,432 for 1,024. One graph of ``datasets/`` is that small,
-        ``examples/mlp1x8w6144b256`` (9 groups: 512 placements on two devices): on ``cpu_gpu`` it places as its
-        search did, on ``k80x2`` in the mirror image of the search's placement (two identical devices; the same step,
-        0.2858 s: ties go to the first placement, group 0 on device 0). A graph of no op, or one device, has one
-        placement, timed by nobody (None here).
-
-        Examples:
-            >>> from gnplace.toy import chain_graph
-            >>> from gnplace.cluster import load_cluster
-            >>> placer = PolicyPlacer()
-            >>> placer.placement_space(chain_graph(10), load_cluster("k80x2")), placer.placement_space(
-            ...     chain_graph(11), load_cluster("k80x2"))
-            (1024, None)
-        """
-        if graph.num_ops == 0 or cluster.num_devices == 1:
-            return None
-        limit, space = self._searched(cluster, graph), 1
-        for _ in range(graph.num_groups):  # D ** groups, given up past the limit (a 100,000-group graph: 2 ** 11)
-            space *= cluster.num_devices
-            if space > limit:
-                return None
-        return space
-
-    def _candidates(self, cluster: Cluster) -> int:
-        """The evaluations of :meth:`place`'s search before its polish (decodes, samples, constructors, last rounds).
-
-        Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D <= 16``
-        devices); with the ``portfolio``, each heuristic's own timings and its timing of each; around
-        ``auto``, ``auto``'s own timings (its heuristics' placements, its reference), the greedy decode
-        of each of the ``rounds`` around it and the last rounds; the constructor's greedy placement and samples.
-        On a memory-tight cluster each memory repair (of a heuristic inside ``auto``, of the placement
-        chosen) times up to 36 placements more (1,061 where its fallbacks overflow too), so a caller under a
-        budget also caps the placer's timer with a :class:`~gnplace.sim.timer.BudgetedTimer`, as fine-tuning does.
-        """
-        from gnplace.placers.auto import FAST_PLACERS
-
-        device_sets = len(subset_sizes(cluster.num_devices)) + 2 if self.subsets else 1  # with D and the fastest
-        needed = device_sets + 2 + self.samples
-        if self.portfolio and not (self.around and self.samples > 0):  # each heuristic's own timings, then its
-            needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS))
-        if self.around:
-            # auto's: each heuristic's own timings (at most 2; single's one per device) and its timing of each
-            needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3
-            needed += self.rounds - 1  # each round after the first decodes greedily around the best so far too
-            # the last rounds: this policy's samples (and one greedy decode), each constructor's
-            needed += (self.refine * self.last_rounds + 1 if self.refine else 0) + \
-                self.constructor_refine * self.last_rounds * len(self._refining_constructors())
-        needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
-            len(self.constructor_policies)
-        return needed
-
-    def _refining_constructors(self) -> list[tuple[int, Any]]:
-        """The constructors (rank from 1, policy) that draw the round around the best: those deciding as this policy."""
-        return [(rank, policy) for rank, (policy, modules) in enumerate(self.constructor_policies, 1)
-                if modules == self.modules]
-
-    def _constructor_subsets(self, cluster: Cluster) -> tuple[int, ...]:
-        """The counts ``k`` of :attr:`constructor_sizes` below ``cluster``'s devices: the extra device sets."""
-        return tuple(k for k in self.constructor_sizes if k < cluster.num_devices)
-
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
 
@@ -649,10 +524,10 @@ class PolicyPlacer:
         for start in range(0, count, rows):
             index = np.arange(start, min(start + rows, count), dtype=np.int64)
             result = self.timer.time_batch(graph, cluster, np.take((index[:, None] // digit) % d, graph.group, axis=1))
-            timed = result if timed is None else _concat_results(timed, result)
+            timed = result if timed is None else concat_results(timed, result)
             advance_to(int(index[-1]) + 1, "every placement")
         assert timed is not None
-        best = int(_ranking(timed, cluster)[0])
+        best = int(ranking(timed, cluster)[0])
         self.last_evaluations, self.last_greedy_step, self.last_greedy_oom = count, None, False  # nothing decoded
         self.last_step, self.last_choice = float(timed.step_time[best]), "every placement"
         return Placement(((best // digit) % d)[graph.group], cluster, GraphKey.of(graph))
@@ -660,21 +535,20 @@ class PolicyPlacer:
     def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike, shown: Advance) -> Placement:
         """:meth:`place` on two devices or more and one op or more, its stages and evaluations told ``shown``.
 
-        The total shown grows where memory repairs take the count past :meth:`evaluations_needed` (:class:`_Repairs`).
+        The total shown grows where memory repairs take the count past :meth:`evaluations_needed`
+        (:class:`~gnplace.rl.zeroshot_budget.Repairs`).
         """
         import torch
 
         from gnplace.placers.groups import held_at_peak
-        from gnplace.policy.features import decision_graph, ops_alone
+        from gnplace.policy.features import decision_graph
 
         polish = self.polish_evaluations(graph)
         polish = polish if polish >= 2 else 0
         chain = self.module_chain_evaluations(graph)
-        advance_to = _Repairs(shown, self._searched(cluster, graph), polish + chain)
+        advance_to = Repairs(shown, self._searched(cluster, graph), polish + chain)
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
-        d = cluster.num_devices
-        sizes = [*subset_sizes(d), d] if self.subsets else [d]
         with torch_threads(1):  # small tensors: one thread is fastest
             with torch.no_grad():
                 # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
@@ -684,16 +558,7 @@ class PolicyPlacer:
                                        modules=self.modules, cost_model=self.timer.cost_model)
                 held = held_at_peak(graph, cluster)  # one simulation for every device set
                 advance_to(0, "greedy decodes")
-                decoders = [self._decoder(graph, cluster, size, whole, held) for size in sizes][::-1]
-                greedy = [dec.greedy() for dec in decoders]
-                names = [dec.name("greedy") for dec in decoders]
-                if self.subsets:  # k = 1: the whole graph on the fastest device, nothing to decode
-                    greedy.append(np.full((1, graph.num_ops), _by_speed(cluster)[0]))
-                    names.append("greedy on the 1 fastest")
-                if graph.num_ops <= self.op_level:  # every op its own decision node: no node waits for a merged one
-                    greedy.append(self._decoder(graph, cluster, d, ops_alone(graph), held).greedy())
-                    names.append("greedy, op level")
-                candidates = np.concatenate(greedy, axis=0)
+                decoders, candidates, names = self._greedy_decodes(graph, cluster, whole, held)
                 advance_to(0, "scoring the greedy decodes")
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 # the candidates are kept as the blocks they were timed in until the best is known: stacked, the 137 of
@@ -708,126 +573,115 @@ class PolicyPlacer:
                         graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed), held,
                         lambda done, note: advance_to(candidates.shape[0] + done, note),
                         coarsened={self.modules: whole})
-                    timed = _concat_results(timed, drawn_timed)
+                    timed = concat_results(timed, drawn_timed)
                     blocks += around
                     names += labels
                 elif self.samples > 0:
-                    best = decoders[next(int(i) for i in _ranking(timed, cluster) if i < len(decoders))]
+                    best = decoders[next(int(i) for i in ranking(timed, cluster) if i < len(decoders))]
                     taus = np.resize(np.asarray(self.temperatures), self.samples)
                     advance_to(candidates.shape[0], "samples")
                     drawn = best.sample(self.samples, rng, taus)
                     sampled = self.timer.time_batch(graph, cluster, drawn)
                     blocks.append(drawn)
                     names += [best.name("sample")] * self.samples
-                    timed = _concat_results(timed, sampled)
+                    timed = concat_results(timed, sampled)
                 if self.constructor_policies and not around_auto:  # around auto, _around built them
                     advance_to(sum(block.shape[0] for block in blocks), "constructors")
                     built, built_names = self._construct(graph, cluster, coarsen_seed, held=held)
-                    timed = _concat_results(timed, self.timer.time_batch(graph, cluster, built))
+                    timed = concat_results(timed, self.timer.time_batch(graph, cluster, built))
                     blocks.append(built)
                     names += built_names
         result = timed
         if self.portfolio and not around_auto:  # around auto, auto's placement is a candidate already
-            from gnplace.placers.auto import FAST_PLACERS
-            from gnplace.placers.registry import make_placer
-
             advance_to(sum(block.shape[0] for block in blocks) + auto_evaluations, "heuristics")
-            own = BudgetedTimer(self.timer)  # the heuristics' own timings (memory repairs, single's devices) count
-            heuristics = np.stack([make_placer(name, timer=own).place(graph, cluster, seed=coarsen_seed).devices
-                                   for name in FAST_PLACERS])
-            auto_evaluations += own.evaluations
-            result = _concat_results(result, self.timer.time_batch(graph, cluster, heuristics))
+            heuristics, heuristic_names, own_evaluations = self._heuristics(graph, cluster, coarsen_seed)
+            auto_evaluations += own_evaluations
+            result = concat_results(result, self.timer.time_batch(graph, cluster, heuristics))
             blocks.append(heuristics)
-            names += list(FAST_PLACERS)
+            names += heuristic_names
         # this call's figures are kept in locals and reported at its end: threads placing with this placer at once
         # overwrote the attributes, and the polish compared its chain with another graph's step
         evaluations = sum(block.shape[0] for block in blocks) + auto_evaluations  # auto's own, choosing its placement
-        best_index = int(_ranking(result, cluster)[0])
+        best_index = int(ranking(result, cluster)[0])
         greedy_step, greedy_oom = float(result.step_time[0]), bool(result.oom[0])
         step: float | None = float(result.step_time[best_index])
         choice = names[best_index]
-        chosen = _stacked_row(blocks, best_index).copy()
+        chosen = stacked_row(blocks, best_index).copy()
         if result.oom[best_index]:  # nothing fits: move groups off overflowing devices, as memory-aware placers do
-            from gnplace.placers.groups import repair_memory
-
-            per_group = np.zeros(graph.num_groups, dtype=np.int64)
-            per_group[graph.group] = chosen
-            counter = ReportingTimer(self.timer,
-                                     functools.partial(_advance_past, advance_to, evaluations, "memory repair"))
-            fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=counter))
-            repaired = counter.time(graph, cluster, fixed)
-            evaluations += counter.evaluations
+            fixed, repaired, spent = self._repair(
+                graph, cluster, chosen, functools.partial(advance_past, advance_to, evaluations, "memory repair"))
+            evaluations += spent
             if not repaired.is_oom:
                 chosen, step, choice = fixed.devices, float(repaired.step_time), "repaired"
         placement = Placement(chosen, cluster, GraphKey.of(graph))
         # annealing from the best (the start's timing and at least one move), over the module map first where it runs
         if polish or chain:
             fits = not result.oom[best_index] or choice == "repaired"
-            placement, step, choice, spent = self._anneal(
-                graph, cluster, placement, fits, int(rng.integers(2**31 - 1)), step, choice, chain,
-                functools.partial(advance_to.polish, evaluations))
+            placement, step, choice, spent = anneal(
+                self.timer, graph, cluster, placement, fits, int(rng.integers(2**31 - 1)), step, choice, polish=polish,
+                reheat=self.polish_reheat, module_chain=chain, report=functools.partial(advance_to.polish, evaluations))
             evaluations += spent
         self.last_evaluations, self.last_greedy_step, self.last_greedy_oom = evaluations, greedy_step, greedy_oom
         self.last_step, self.last_choice = step, choice
         return placement
 
-    def _anneal(
-        self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int, step: float | None,
-        choice: str, module_chain: int = 0, report: Callable[[int], None] | None = None,
-    ) -> tuple[Placement, float | None, str, int]:
-        """``polish`` evaluations of annealing from ``start``, the best candidate (of ``step`` seconds, ``choice``).
+    def _greedy_decodes(
+        self, graph: OpGraph, cluster: Cluster, whole: Coarsening, held: np.ndarray,
+    ) -> tuple[list[Decoder], np.ndarray, list[str]]:
+        """The greedy decode on every device set, the whole cluster first (ties go to it): decoders, placements, names.
 
-        First, where ``module_chain`` (:meth:`module_chain_evaluations`) is not 0, that many of the module chain
-        (:meth:`_module_chain`), whose best becomes the start where it is better. Returns the placement (the chain's
-        where better: faster and fitting, or fitting where ``start`` did not, ``fits``), its step and choice, and the
-        evaluations spent. The chain times its start again, counted: one of its ``polish`` evaluations. ``report`` is
-        called with the chains' evaluations so far after each timing (default: nothing).
+        The decoders of the device sets (the whole cluster, then with ``subsets`` the ``k`` fastest of
+        :func:`subset_sizes`, the largest first), and their greedy placements (``[n, num_ops]``) and names; with
+        ``subsets`` then the whole graph on the fastest device (``k = 1``, nothing to decode), and on graphs of at most
+        ``op_level`` ops the whole cluster's decode with every op its own decision node. ``whole`` is the decision graph
+        made for the whole cluster, reused by every device set; ``held`` the bytes each op holds at the memory peak
+        (:func:`~gnplace.placers.groups.held_at_peak` of the whole cluster).
         """
-        from gnplace.placers.annealing import AnnealingPlacer, GivenStart
+        from gnplace.policy.features import ops_alone
 
-        spent = 0
-        if module_chain:
-            start, step, choice, fits, spent = self._module_chain(graph, cluster, module_chain, start, fits, seed,
-                                                                  step, choice, report)
-        if self.polish_evaluations(graph) < 2:
-            return start, step, choice, spent
-        before = spent
-        # the chain's own timings and any repair of its result
-        counted = ReportingTimer(self.timer, None if report is None else lambda done: report(before + done))
-        chain: dict[str, Any] = {} if self.polish_reheat else {"reheat_after": None}  # {}: annealing's default
-        AnnealingPlacer(budget=self.polish_evaluations(graph), start=GivenStart(start), timer=counted, progress=False,
-                        **chain).place(graph, cluster, seed=seed)
-        over, best = counted.best_key  # the best placement the chain timed (fitting first), and its step
-        annealed = counted.best_placement(cluster)
-        spent += counted.evaluations
-        if annealed is None or _start_stands(over, best, fits, step):
-            return start, step, choice, spent
-        return annealed, float(best), f"{choice}, annealed", spent
+        d = cluster.num_devices
+        sizes = [*subset_sizes(d), d] if self.subsets else [d]
+        decoders = [self._decoder(graph, cluster, size, whole, held) for size in sizes][::-1]
+        greedy = [dec.greedy() for dec in decoders]
+        names = [dec.name("greedy") for dec in decoders]
+        if self.subsets:  # k = 1: the whole graph on the fastest device, nothing to decode
+            greedy.append(np.full((1, graph.num_ops), by_speed(cluster)[0]))
+            names.append("greedy on the 1 fastest")
+        if graph.num_ops <= self.op_level:  # every op its own decision node: no node waits for a merged one
+            greedy.append(self._decoder(graph, cluster, d, ops_alone(graph), held).greedy())
+            names.append("greedy, op level")
+        return decoders, np.concatenate(greedy, axis=0), names
 
-    def _module_chain(
-        self, graph: OpGraph, cluster: Cluster, budget: int, start: Placement, fits: bool, seed: int,
-        step: float | None, choice: str, report: Callable[[int], None] | None = None,
-    ) -> tuple[Placement, float | None, str, bool, int]:
-        """``budget`` evaluations of annealing over the module map of ``graph`` (:func:`module_units`).
+    def _heuristics(self, graph: OpGraph, cluster: Cluster, seed: int) -> tuple[np.ndarray, list[str], int]:
+        """The ``portfolio``'s candidates: the fast heuristics' placements (``auto``'s candidates) under ``seed``.
 
-        The chain starts from ``single`` (each device alone, :math:`D` of its evaluations) at
-        :data:`MODULE_CHAIN_TEMPERATURE`, seeded apart from the polish. Returns the polish's start: the chain's best
-        where it fits and is faster than ``start`` (or ``start`` does not fit), with its step, choice ``"modules"``
-        and True; else ``start`` as given; then the evaluations spent.
+        ``[heuristics, num_ops]``, their names, and the evaluations they made themselves (memory repairs, single's
+        devices), which count.
         """
-        from gnplace.placers.annealing import AnnealingPlacer
+        from gnplace.placers.auto import FAST_PLACERS
+        from gnplace.placers.registry import make_placer
 
-        units = module_units(graph)
-        assert units is not None  # module_chain_evaluations said it runs
-        counted = ReportingTimer(self.timer, report)
-        chain = AnnealingPlacer(budget=budget, start="single", timer=counted,
-                                initial_temperature=MODULE_CHAIN_TEMPERATURE, progress=False)
-        chain.place(graph.replace(group=units), cluster, seed=np.random.default_rng([seed, 1]))
-        over, best = counted.best_key
-        if counted.best is None or _start_stands(over, best, fits, step):
-            return start, step, choice, fits, counted.evaluations
-        found = Placement(np.asarray(counted.best), cluster, GraphKey.of(graph))
-        return found, float(best), "modules", True, counted.evaluations
+        own = BudgetedTimer(self.timer)  # the heuristics' own timings (memory repairs, single's devices) count
+        heuristics = np.stack([make_placer(name, timer=own).place(graph, cluster, seed=seed).devices
+                               for name in FAST_PLACERS])
+        return heuristics, list(FAST_PLACERS), own.evaluations
+
+    def _repair(
+        self, graph: OpGraph, cluster: Cluster, chosen: np.ndarray, report: Callable[[int], None],
+    ) -> tuple[Placement, StepResult, int]:
+        """``chosen`` (a device per op) with groups moved off overflowing devices, as memory-aware placers do; timed.
+
+        Returns the repaired placement, its timing (it may still overflow), and the evaluations spent, the repair's
+        and that timing, each told ``report`` (the evaluations so far) as made.
+        """
+        from gnplace.placers.groups import repair_memory
+
+        per_group = np.zeros(graph.num_groups, dtype=np.int64)
+        per_group[graph.group] = chosen
+        counter = ReportingTimer(self.timer, report)
+        fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=counter))
+        repaired = counter.time(graph, cluster, fixed)
+        return fixed, repaired, counter.evaluations
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
@@ -898,7 +752,7 @@ class PolicyPlacer:
         def add(devices: np.ndarray, result: BatchResult, labels: list[str]) -> None:
             nonlocal timed
             candidates.append(devices)
-            timed = _concat_results(timed, result)
+            timed = concat_results(timed, result)
             names.extend(labels)
 
         for index, share in enumerate(np.array_split(np.arange(self.samples), self.rounds)):
@@ -914,7 +768,7 @@ class PolicyPlacer:
         refining = self._refining_constructors() if self.constructor_refine else []
         if self.refine or refining:  # the incumbent moves to the fastest of the others that fits, if faster
             for placements, result in offers:
-                best = int(_ranking(result, cluster)[0])
+                best = int(ranking(result, cluster)[0])
                 if not result.oom[best]:
                     problem.offer(placements[best], float(result.step_time[best]), False, evaluations=0)  # counted
         encoded = {rank: constructor.encode(problem.inp) for rank, constructor in refining}  # once for every round
@@ -965,34 +819,24 @@ class PolicyPlacer:
                 inp = inputs[modules] = build_policy_input(graph, cluster, cost_model=self.timer.cost_model,
                                                            max_nodes=self.max_nodes, seed=seed, modules=modules,
                                                            held=held)
-            built.append(self._construct_on(policy, inp, np.random.default_rng((seed, rank))))
+            built.append(construct_on(policy, inp, np.random.default_rng((seed, rank)), self.constructor_samples,
+                                      self.constructor_temperature))
             names += [f"{label} greedy"] + [f"{label} sample"] * self.constructor_samples
             for k in subsets:
                 if (modules, k) not in on_subsets:
-                    on_subsets[modules, k] = self._device_set_input(graph, cluster, k, inp.coarsening, held)
+                    on_subsets[modules, k] = device_set_input(graph, cluster, k, inp.coarsening, held,
+                                                              cost_model=self.timer.cost_model,
+                                                              max_nodes=self.max_nodes)
                 keep, sub = on_subsets[modules, k]
-                built.append(keep[self._construct_on(policy, sub, np.random.default_rng((seed, rank, k)))])
+                built.append(keep[construct_on(policy, sub, np.random.default_rng((seed, rank, k)),
+                                               self.constructor_samples, self.constructor_temperature)])
                 names += [f"{label} greedy on the {k} fastest"] + \
                     [f"{label} sample on the {k} fastest"] * self.constructor_samples
         return np.concatenate(built), names
 
-    def _construct_on(self, policy: Any, inp: Any, rng: np.random.Generator) -> np.ndarray:
-        """A constructor's greedy placement and samples on ``inp``'s devices, ``[1 + samples, num_ops]``."""
-        from gnplace.rl.agent import sample
-        from gnplace.rl.env import PlacementMDP
-
-        mdp, enc = PlacementMDP(inp), policy.encode(inp)
-        groups = sample(policy, mdp, 1, greedy=True, enc=enc).rollout.group_devices
-        if self.constructor_samples:
-            taus = np.full(self.constructor_samples, self.constructor_temperature)  # softmax(logits / tau)
-            drawn = sample(policy, mdp, self.constructor_samples, rng, enc=enc,
-                           temperature=taus).rollout.group_devices
-            groups = np.concatenate([groups, drawn])
-        return inp.expand(groups)  # type: ignore[no-any-return]
-
     def _decoder(
         self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None = None,
-    ) -> _Decoder:
+    ) -> Decoder:
         """The policy on the ``size`` fastest devices (by effective FLOP/s, ties by index), or on all of them.
 
         ``coarsening`` is the decision graph to decode on: the one made for the whole cluster, reused
@@ -1000,138 +844,6 @@ class PolicyPlacer:
         holds at the memory peak (:func:`~gnplace.placers.groups.held_at_peak` of the whole cluster; None:
         computed for the device set).
         """
-        keep, inp = self._device_set_input(graph, cluster, size, coarsening, held)
-        return _Decoder(self.policy, inp, keep, size == cluster.num_devices)
-
-    def _device_set_input(
-        self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None,
-    ) -> tuple[np.ndarray, Any]:
-        """The ``size`` fastest devices' indices (all of them for ``size = D``) and a policy input on them alone.
-
-        The input decides on ``coarsening`` with ``held`` (see :meth:`_decoder`); device ``i`` of the
-        input is device ``keep[i]`` of ``cluster``.
-        """
-        from gnplace.policy.features import build_policy_input
-
-        if size == cluster.num_devices:
-            keep, sub = np.arange(size), cluster
-        else:
-            keep = _by_speed(cluster)[:size]
-            sub = cluster.subset(keep)
-        return keep, build_policy_input(graph, sub, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
-                                        coarsening=coarsening, held=held)
-
-
-class _Decoder:
-    """The policy's decoding of one graph on a set of a cluster's devices, placements mapped back to the cluster."""
-
-    def __init__(self, policy: Any, inp: Any, keep: np.ndarray, whole: bool) -> None:
-        from gnplace.rl.env import PlacementMDP
-
-        self.policy, self.inp, self.keep, self.whole = policy, inp, keep, whole
-        self.mdp = PlacementMDP(inp)
-        self.enc = policy.encode(inp)
-
-    def name(self, kind: str) -> str:
-        return kind if self.whole else f"{kind} on the {self.keep.size} fastest"
-
-    def greedy(self) -> np.ndarray:
-        """The greedy placement, ``[1, num_ops]`` device indices of the whole cluster."""
-        from gnplace.rl.agent import sample
-
-        greedy = sample(self.policy, self.mdp, 1, greedy=True, enc=self.enc)
-        return self.keep[self.inp.expand(greedy.rollout.group_devices)]
-
-    def sample(self, count: int, rng: np.random.Generator, temperature: np.ndarray) -> np.ndarray:
-        """``count`` placements drawn at the given temperatures (``[count]``), ``[count, num_ops]``."""
-        from gnplace.rl.agent import sample
-
-        drawn = sample(self.policy, self.mdp, count, rng, enc=self.enc, temperature=temperature)
-        return self.keep[self.inp.expand(drawn.rollout.group_devices)]
-
-
-def _advance_past(advance_to: Advance, before: int, note: str, evaluations: int) -> None:
-    """``advance_to(before + evaluations, note)``: a stage's ``evaluations`` after ``before`` made by the others."""
-    advance_to(before + evaluations, note)
-
-
-def _start_stands(over: float, best: float, fits: bool, step: float | None) -> bool:
-    """Whether a chain's best (its overflow past memory ``over``, ``best`` seconds) leaves the start as it is.
-
-    It does where it overflows, or where the start (``step`` seconds) fits and is at least as fast.
-    """
-    return over > 0 or (fits and step is not None and best >= step)
-
-
-def module_units(graph: OpGraph) -> np.ndarray | None:
-    """Each op's unit of the module map: its colocation group's module, ``[num_ops]``, or None where that is not coarse.
-
-    A group's module is that of its first op in topological order (as annealing's sibling moves read it), so a
-    unit is a union of whole groups: every call of one module, a recurrent cell's node at every time step. Ops
-    outside any module are one unit. None where the map has more than half as many units as the graph has groups
-    (a feed-forward net, whose modules are called once: annealing over groups already moves them) or fewer than two.
-    """
-    from gnplace.placers.base import group_first_ops
-
-    modules = [graph.module[v] for v in group_first_ops(graph).tolist()]
-    index = {module: k for k, module in enumerate(dict.fromkeys(modules))}
-    if not 2 <= len(index) <= graph.num_groups // 2:
-        return None
-    return np.asarray([index[module] for module in modules], dtype=np.int64)[graph.group]
-
-
-class _Repairs:
-    """:class:`~gnplace.progress.Advance` of :meth:`PolicyPlacer._place` whose total grows where memory repairs add.
-
-    :meth:`PolicyPlacer.evaluations_needed` (``planned``) bounds the count where nothing overflows: the search's
-    candidates, then the polish's ``polish`` evaluations. A memory repair (of a heuristic inside ``auto``, of the
-    placement chosen, of the chain's) times up to 1,061 placements more: 2,582 evaluations were made of 1,436
-    planned, and the bar stood past 100% (the lines at 180%) with no time left shown. Where the count so far and the
-    polish's evaluations still to come pass ``planned``, the total told ``shown`` is raised to them, and the note says
-    that memory repairs did it; nothing changes where nothing overflows.
-    """
-
-    def __init__(self, shown: Advance, planned: int, polish: int) -> None:
-        self.shown, self.planned = shown, planned
-        self.polish_total, self.tail = polish, polish  # the polish's evaluations, and those still to come
-
-    def __call__(self, done: int, note: str = "", total: int | None = None) -> None:
-        needed = max(done + self.tail, 0 if total is None else total)
-        if needed > self.planned:  # only a memory repair takes the count past the plan
-            self.shown(done, f"{note} (memory repairs)" if note else "memory repairs", needed)
-        else:
-            self.shown(done, note)
-
-    def polish(self, before: int, spent: int) -> None:
-        """The polish has made ``spent`` evaluations after the ``before`` of the search."""
-        self.tail = max(0, self.polish_total - spent)
-        self(before + spent, "polish")
-
-
-def _by_speed(cluster: Cluster) -> np.ndarray:
-    """Device indices from the fastest (effective FLOP/s) to the slowest, ties by index."""
-    return np.argsort([-d.effective_flops for d in cluster.devices], kind="stable")
-
-
-def _ranking(result: BatchResult, cluster: Cluster) -> np.ndarray:
-    """Candidates from best to worst: fitting ones by step time first, then by the least overflow."""
-    excess = overflow(result.peak_memory, cluster.memory)
-    return np.lexsort((result.step_time, excess, result.oom))
-
-
-def _stacked_row(blocks: list[np.ndarray], index: int) -> np.ndarray:
-    """Row ``index`` of ``np.concatenate(blocks)``, found in its block rather than stacking them all (a view)."""
-    for block in blocks:
-        if index < block.shape[0]:
-            return block[index]
-        index -= block.shape[0]
-    raise IndexError("candidate index past the blocks' rows")
-
-
-def _concat_results(first: BatchResult, second: BatchResult) -> BatchResult:
-    """Two batch timings as one, candidates of ``first`` first."""
-    return BatchResult(*(np.concatenate([a, b]) for a, b in (
-        (first.step_time, second.step_time), (first.busy_time, second.busy_time),
-        (first.peak_memory, second.peak_memory), (first.oom, second.oom))))
-
-
+        keep, inp = device_set_input(graph, cluster, size, coarsening, held, cost_model=self.timer.cost_model,
+                                     max_nodes=self.max_nodes)
+        return Decoder(self.policy, inp, keep, size == cluster.num_devices)

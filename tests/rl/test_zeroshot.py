@@ -16,6 +16,7 @@ from gnplace.policy.gnn import PlacementPolicy
 from gnplace.rl import zeroshot
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
 from gnplace.rl.zeroshot_cli import compare_with_references
+from gnplace.rl.zeroshot_decoding import subset_sizes
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import layered_graph, toy_cluster
@@ -60,16 +61,16 @@ def test_the_result_is_the_best_of_greedy_and_samples(fresh_checkpoint):
 
 def test_untempered_samples_are_the_policys_own_draws(fresh_checkpoint, monkeypatch):
     """The samples are drawn at the temperatures asked for, cycled: at 1.0, the policy's own distribution."""
-    from gnplace.rl import zeroshot
+    from gnplace.rl.zeroshot_decoding import Decoder
 
     drawn_at = []
-    sample = zeroshot._Decoder.sample
+    sample = Decoder.sample
 
     def spy(self, count, rng, temperature):
         drawn_at.append(np.asarray(temperature, dtype=float).tolist())
         return sample(self, count, rng, temperature)
 
-    monkeypatch.setattr(zeroshot._Decoder, "sample", spy)
+    monkeypatch.setattr(Decoder, "sample", spy)
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=4, subsets=False, temperatures=[1.0])
     assert placer.temperatures == (1.0,)
@@ -163,9 +164,6 @@ def test_past_16_devices_the_device_sets_are_a_ladder_not_every_k(fresh_checkpoi
     """A decode on every k held D policy inputs: 1,024 devices took 240 s and 16.8 GB for a 3,197-op graph."""
     from gnplace.cluster import cluster_from_dict
 
-    assert zeroshot.subset_sizes(16) == list(range(2, 16)) and zeroshot.subset_sizes(17) == list(range(2, 17))
-    assert zeroshot.subset_sizes(18) == [*range(2, 17), 17]
-    assert zeroshot.subset_sizes(4096) == [*range(2, 17), 32, 64, 128, 256, 512, 1024, 2048, 4095]
     graph = layered_graph(60, width=4, seed=0)
     cluster = cluster_from_dict({"name": "forty", "devices": [{"name": "gpu", "count": 40, "kind": "k80"}],
                                  "links": {"default": "pcie3"}})
@@ -173,7 +171,7 @@ def test_past_16_devices_the_device_sets_are_a_ladder_not_every_k(fresh_checkpoi
     placed = wide.place(graph, cluster, seed=0)
     placed.check(graph)
     # the whole cluster's greedy, k = 2 .. 16, 32 and 39, and k = 1
-    assert wide.last_evaluations == len(zeroshot.subset_sizes(40)) + 2 == 19
+    assert wide.last_evaluations == len(subset_sizes(40)) + 2 == 19
     assert wide.last_evaluations <= wide.evaluations_needed(cluster)
 
 
@@ -223,16 +221,16 @@ def test_op_level_adds_the_greedy_placement_with_no_coarsening(fresh_checkpoint)
 
 def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint, monkeypatch):
     """The policy decides over at most ``max_nodes`` nodes; the placement comes back for every op."""
-    from gnplace.rl import zeroshot
+    from gnplace.rl.zeroshot_decoding import Decoder
 
     sizes = []
-    init = zeroshot._Decoder.__init__
+    init = Decoder.__init__
 
     def spy(self, policy, inp, keep, whole):
         sizes.append(inp.decision.num_ops)  # decision nodes
         init(self, policy, inp, keep, whole)
 
-    monkeypatch.setattr(zeroshot._Decoder, "__init__", spy)
+    monkeypatch.setattr(Decoder, "__init__", spy)
     graph = layered_graph(3000, width=12, seed=1)
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=2, max_nodes=150)
     placement = placer.place(graph, toy_cluster(4), seed=0)
@@ -817,36 +815,6 @@ def test_every_placement_keeps_colocation_groups_whole():
     assert placer.last_step == sim.time_batch(graph, cluster, every).step_time.min()
 
 
-def test_a_graph_with_more_placements_than_the_search_times_is_searched_as_before():
-    """Graphs of 156 to 1,436 placements on two devices were searched (1,432 evaluations) though each can be timed."""
-    from gnplace.toy import chain_graph
-
-    placer, cluster = zeroshot.PolicyPlacer(), load_cluster("k80x2")  # the defaults: 156 candidates, 1,280 polish
-    assert placer._candidates(cluster) == 156 and placer._searched(cluster, chain_graph(11)) == 156 + 4 * 320
-    assert placer.placement_space(chain_graph(10), cluster) == 1024 and placer.placement_space(chain_graph(11),
-                                                                                                 cluster) is None
-    assert placer._searched(cluster, chain_graph(16_000)) == 156 + 320  # a large graph's polish: 2 ** 8 placements
-    assert placer.placement_space(load_graph("datasets/examples/mlp1x8w6144b256.gnpg"), cluster) == 512
-    assert placer.placement_space(load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), cluster) is None  # 17 groups
-    placer.place(chain_graph(11), cluster, seed=0)
-    assert placer.last_choice != "every placement" and placer.last_evaluations > 1024  # its search, polish included
-    assert placer.evaluations_needed(cluster, chain_graph(11)) == 156 + 4 * 320
-
-
-def test_the_polish_keeps_its_start_where_the_chain_finds_nothing_faster():
-    """A chain of ops is fastest on one device: annealing from there ties it at best, and a tie is no gain, so the
-    start comes back with its own choice (not ``", annealed"``) and step."""
-    from gnplace.placement import Placement
-    from gnplace.toy import chain_graph
-
-    graph, cluster, sim = chain_graph(6), load_cluster("k80x2"), Simulator()
-    start = Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
-    step = sim.time(graph, cluster, start).step_time
-    placer = zeroshot.PolicyPlacer(constructor="none", timer=sim, polish=4)
-    got, got_step, choice, spent = placer._anneal(graph, cluster, start, True, 0, step, "greedy")
-    assert got is start and got_step == step and choice == "greedy" and spent == placer.polish_evaluations(graph)
-
-
 def test_around_auto_the_graph_is_coarsened_and_its_peak_simulated_once_where_the_policy_decides_on_op_groups(
         tmp_path, monkeypatch):
     """The problem around auto coarsened the graph again with the same seed (about 1 s at 20,000 ops) and simulated the
@@ -875,40 +843,6 @@ def test_around_auto_the_graph_is_coarsened_and_its_peak_simulated_once_where_th
                 patched.setattr(module, "held_at_peak", lambda *a, **k: peaks.append(1) or held_at_peak_(*a, **k))
             again = placer.place(graph, cluster, seed=3)
         assert np.array_equal(again.devices, expected.devices) and len(peaks) == 1 and made == coarsenings
-
-
-def test_where_memory_repairs_pass_the_plan_the_bars_total_grows_with_them_and_says_so(monkeypatch):
-    """On a memory-tight cluster the repairs (auto's heuristics', the chosen placement's) time hundreds of placements
-    more than evaluations_needed plans (2,582 and 2,736 of 1,436 planned seen): the bar stood past 100%. Its total is
-    raised as soon as the count and the polish still to come pass the plan, the notes say memory repairs did it, and it
-    ends at the evaluations made; the placement is the same as without a bar."""
-    import contextlib
-
-    from gnplace.placers.groups import memory_need
-
-    graph = load_graph("datasets/examples/mlp2x8w2048b512.gnpg")
-    cluster = toy_cluster(4, memory=0.3 * memory_need(graph, toy_cluster(4)))
-    options = dict(samples=2, last_rounds=1, polish=20, polish_ops=0, constructor="none")
-    expected = zeroshot.PolicyPlacer(**options, progress=False).place(graph, cluster, seed=0).devices
-    bars, calls = [], []
-
-    @contextlib.contextmanager
-    def recorded(label, total, enabled=None, unit="evaluations"):
-        bars.append(total)
-        yield lambda done, note="", total=None: calls.append((done, note, total))
-
-    monkeypatch.setattr(zeroshot, "evaluation_bar", recorded)
-    placer = zeroshot.PolicyPlacer(**options, progress=True)
-    assert np.array_equal(placer.place(graph, cluster, seed=0).devices, expected)
-    planned, made = placer.evaluations_needed(cluster, graph), placer.last_evaluations
-    assert bars == [planned] and made > 2 * planned
-    shown = planned
-    for done, note, total in calls:
-        shown = max(shown, total or 0)
-        assert done <= shown and (total is None or total > planned and "memory repairs" in note), (done, total)
-    grown = [(done, total) for done, _, total in calls if total]
-    assert grown[0][1] == grown[0][0] + 20  # the count so far and the polish still to come
-    assert calls[-1][0] == calls[-1][2] == made  # it ends full
 
 
 def test_around_auto_simulates_each_placement_once(monkeypatch):
@@ -956,22 +890,6 @@ def test_around_auto_simulates_each_placement_once(monkeypatch):
     assert rows.count(auto) == 1 and len(rows) == len(set(rows)) > 6
 
 
-def test_module_units_join_every_call_of_a_module_on_recurrent_graphs_only():
-    """ptb's groups are calls of a few modules (the cell's nodes at every time step): a unit is a union of whole groups,
-    one per module. cifar10's modules are each called once: no map coarser than its groups, None."""
-    graph = load_graph("datasets/ptb/ptb_010.gnpg")
-    units = zeroshot.module_units(graph)
-    assert units is not None and units.shape == (graph.num_ops,)
-    # 128 groups, 8 units: the cell's 6 nodes, the cell's own ops, the root's with the embedding's (one of whose groups
-    # a root op leads)
-    assert len(np.unique(units)) == 8 and graph.num_groups == 128
-    for g in range(graph.num_groups):  # a group lies in one unit
-        assert len(np.unique(units[graph.group == g])) == 1
-    node_4 = {int(u) for u, module in zip(units, graph.module) if module == "cell.nodes.4"}
-    assert len(node_4) == 1  # node 4 at all 35 time steps is one unit
-    assert zeroshot.module_units(load_graph("datasets/cifar10/cifar10_002.gnpg")) is None
-
-
 def test_the_module_chain_finds_the_module_map_the_cold_polish_misses_and_counts_its_evaluations():
     """On ptb_010 on k80x2 the cell's nodes 4 and 5 on the second GPU make a step 0.884x ``auto``'s, but each moved
     alone is slower: the cold op-level polish never takes the first step (15.6 ms), the hot module chain does
@@ -997,17 +915,6 @@ def test_the_module_chain_finds_the_module_map_the_cold_polish_misses_and_counts
     for bad in (-1, 2.5, "many"):
         with pytest.raises(InvalidArgument, match="module_chain >= 0"):
             zeroshot.PolicyPlacer(constructor="none", module_chain=bad)
-
-
-def test_the_module_chain_has_a_budget_in_op_evaluations_as_the_polish():
-    """A graph of n ops gets at most ``polish_ops // n`` evaluations of it: a 93,567-op graph would have spent 1,000
-    timings of 0.1 s each; with ``polish_ops`` 0, ``module_chain`` on every graph."""
-    graph = load_graph("datasets/ptb/ptb_004.gnpg")  # 4,436 ops
-    assert zeroshot.PolicyPlacer(module_chain=1000).module_chain_evaluations(graph) == 1000  # 5,120,000 // 4,436
-    assert zeroshot.PolicyPlacer(module_chain=1000, polish_ops=2_218_000).module_chain_evaluations(graph) == 500
-    assert zeroshot.PolicyPlacer(module_chain=1000, polish_ops=4_436).module_chain_evaluations(graph) == 0  # one
-    assert zeroshot.PolicyPlacer(module_chain=1000, polish_ops=0).module_chain_evaluations(graph) == 1000
-    assert zeroshot.PolicyPlacer(module_chain=1000).module_chain_evaluations() == 1000
 
 
 def test_a_constructor_that_is_no_checkpoint_is_refused_naming_the_option(tmp_path):
