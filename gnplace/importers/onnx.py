@@ -74,6 +74,7 @@ import os
 import re
 import warnings
 from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +342,39 @@ class _NoGradient(Exception):  # noqa: N818 - a signal inside the builder, never
     def __init__(self, parameters: set[str]) -> None:
         super().__init__(", ".join(sorted(parameters)))
         self.parameters = parameters
+
+
+@dataclass
+class _Step:
+    """What :meth:`_Builder._build_step` knows of the values of the model while it builds one training step.
+
+    A value's source (``ref``) is ``("node", op, value)`` (an op's output), ``("param", -1, name)`` or
+    ``("input", -1, name)``; a value with none is a constant. Ops are numbered as in the graph being built.
+    """
+
+    ref: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # value -> its source
+    requires_grad: dict[str, bool] = field(default_factory=dict)  # value -> whether a gradient flows to it
+    input_node: dict[str, int] = field(default_factory=dict)  # graph input -> its ``input/`` op
+    # fake quantization: a QuantizeLinear op of a float input a gradient reaches -> that input; a
+    # DequantizeLinear op of its integers -> the QuantizeLinear op (their straight-through gradient)
+    quantizes: dict[int, str] = field(default_factory=dict)
+    fake_quant: dict[int, int] = field(default_factory=dict)
+    masked: set[int] = field(default_factory=set)  # the QuantizeLinear ops that keep a mask for the gradient
+    param_users: dict[str, list[int]] = field(default_factory=dict)  # parameter -> the forward ops reading it
+    # (op, node, kind, attributes) of each forward op, in topological order; op -1 for a Split whose parts'
+    # gradients are concatenated (its parts by position in its attributes' "parts"), or a SplitToSequence
+    forward: list[tuple[int, onnx.NodeProto, str, dict[str, Any]]] = field(default_factory=list)
+    # a Split's output (or a view of one) a gradient reaches -> the key its gradients gather under, apart from
+    # the other parts': they are concatenated, not summed; the same for a SplitToSequence's tensors that SequenceAt
+    # reads at a constant position, as torch.onnx's dynamo exporter writes torch's split
+    parts: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    sequences: dict[str, tuple[int, dict[int, str]]] = field(default_factory=dict)  # sequence -> (its split, parts)
+    unknown: set[str] = field(default_factory=set)  # op types of no FLOP rule, counted at 1 FLOP per element
+    outputs: list[str] = field(default_factory=list)  # the graph outputs the loss reads
+    seeded: set[int] = field(default_factory=set)  # the op whose output is the model's own loss
+    contributions: dict[tuple[str, int, str], list[int]] = field(default_factory=dict)  # source -> its gradient ops
+    home: dict[str, int] = field(default_factory=dict)  # parameter -> its group (its first reader's)
+    read_node: dict[str, int] = field(default_factory=dict)  # parameter -> its ``read`` op
 
 
 class _Builder:
@@ -706,143 +740,226 @@ class _Builder:
     def _build_step(self, graph_name: str, meta: dict[str, Any], needed: list[bool], trainable: set[str]) -> OpGraph:
         """The training graph with ``trainable`` as its parameters.
 
+        Built in the order its ops are numbered: the forward ops (:meth:`_forward_node`, in topological order), the
+        loss (:meth:`_loss`), the reads of parameters shared by several groups (:meth:`_parameter_reads`), the
+        gradient ops (:meth:`_backward_node`, in reverse order of the forward ops), and the updates
+        (:meth:`_updates`).
+
         Raises:
             _NoGradient: naming the default parameters no gradient reaches (never one ``trainable`` names).
         """
-        graph_inputs = {vi.name for vi in self.proto.graph.input if vi.name not in self.inits}
-        # where each value comes from: ("node", node index, producing value), ("param", name),
-        # ("input", name); absent = a constant
-        ref: dict[str, tuple[str, int, str]] = {}
-        for x in graph_inputs:
-            ref[x] = ("input", -1, x)
-        for x in trainable:
-            ref[x] = ("param", -1, x)
-        requires_grad: dict[str, bool] = {x: True for x in trainable}
-        for x, parameter in self.alias.items():  # a folded copy of a parameter (a tied weight's transpose)
-            if parameter in trainable and x not in trainable and x not in self.frozen:
-                ref[x] = ("param", -1, parameter)
-                requires_grad[x] = True
-        input_node: dict[str, int] = {}
-        # fake quantization: a QuantizeLinear node of a float input a gradient reaches -> that input; a
-        # DequantizeLinear node of its integers -> the QuantizeLinear node (their straight-through gradient)
-        quantizes: dict[int, str] = {}
-        fake_quant: dict[int, int] = {}
-        masked: set[int] = set()  # the QuantizeLinear nodes that keep a mask for the gradient
-        param_users: dict[str, list[int]] = {}
-        forward: list[tuple[int, onnx.NodeProto, str, dict[str, Any]]] = []  # (node id, proto, kind, attrs)
-        # a Split's output (or a view of one) a gradient reaches -> the key its gradients gather under, apart from
-        # the other parts': they are concatenated, not summed (a Split is listed in ``forward`` with node id -1, and
-        # its parts by position in its attributes' "parts"); the same for a SplitToSequence's tensors that SequenceAt
-        # reads at a constant position, as torch.onnx's dynamo exporter writes torch's split
-        parts: dict[str, tuple[str, int, str]] = {}
-        sequences: dict[str, tuple[int, dict[int, str]]] = {}  # a sequence -> (its SplitToSequence, its parts)
-        unknown: set[str] = set()
+        step = self._step_sources(trainable)
         for i in self.order:
-            node = self.nodes[i]
-            if not needed[i]:
+            if needed[i]:
+                self._forward_node(step, i)
+        self._loss(step)
+        self._parameter_reads(step)
+        for v, node, kind, attrs in reversed(step.forward):
+            self._backward_node(step, v, node, kind, attrs)
+        self._updates(step)
+        if step.unknown:
+            warnings.warn(
+                f"{self.source}: FLOP rules do not know {len(step.unknown)} op types, counted at 1 FLOP per output "
+                f"element: {', '.join(sorted(step.unknown))}",
+                stacklevel=4,
+            )
+        pairs = sorted(self.edges)
+        return OpGraph(
+            self.names, pairs, flops=self.flops, out_bytes=self.out_bytes, param_bytes=self.param_bytes,
+            edge_bytes=[self.edges[p] for p in pairs], op_types=self.op_types, phase=self.phase, group=self.group,
+            module=self.module, name=graph_name, meta=meta, op_kinds=self.op_kinds,
+        )
+
+    # ------------------------------------------------------------------ the steps of _build_step
+    def _step_sources(self, trainable: set[str]) -> _Step:
+        """A step's values before any op: the graph inputs, and the parameters (with their folded copies).
+
+        A folded copy of a parameter the file still holds (a tied weight's transpose) is a read of that parameter.
+        No op is added.
+        """
+        step = _Step()
+        for x in self.proto.graph.input:
+            if x.name not in self.inits:
+                step.ref[x.name] = ("input", -1, x.name)
+        for x in trainable:
+            step.ref[x] = ("param", -1, x)
+            step.requires_grad[x] = True
+        for x, parameter in self.alias.items():
+            if parameter in trainable and x not in trainable and x not in self.frozen:
+                step.ref[x] = ("param", -1, parameter)
+                step.requires_grad[x] = True
+        return step
+
+    def _forward_node(self, step: _Step, i: int) -> None:
+        """Node ``i``'s part of the forward pass: nothing for a constant, a view's data for a view, else one op.
+
+        A shape computation (inputs all constants) adds nothing; a view op (or an inference-mode ``Dropout``)
+        passes its data's source on (:meth:`_forward_view`); any other node is one forward op (:meth:`_forward_op`).
+        """
+        node = self.nodes[i]
+        kind = canonical_op_type(node.op_type, node.domain)
+        type_only = TYPE_ONLY_INPUTS.get(kind, frozenset())
+        ins = [x for pos, x in enumerate(node.input) if x and pos not in type_only]
+        if kind in STATIC_OPS or all(x not in step.ref for x in ins):
+            return  # a constant: computed once, before the step
+        dropping = kind == "Dropout" and self.training_dropout(node, step.ref)
+        if kind in VIEW_OPS and not dropping:
+            self._forward_view(step, i, node, kind)
+        else:
+            self._forward_op(step, i, node, kind, ins, dropping)
+
+    def _forward_view(self, step: _Step, i: int, node: onnx.NodeProto, kind: str) -> None:
+        """A view op (node ``i``): no op; each output is its data, and a ``Split``'s parts are noted as parts.
+
+        The parts of a ``Split`` a gradient reaches, and the tensors of a ``SplitToSequence`` that ``SequenceAt`` reads
+        at a constant position, are listed in :attr:`_Step.forward` (node id -1) for their gradients' concatenation.
+
+        Raises:
+            InvalidGraph: for a view that changes the element count (:meth:`_check_same_numel`).
+        """
+        data = node.input[0] if node.input else ""
+        if data not in step.ref:
+            return
+        self._check_same_numel(node, kind)
+        ref, requires_grad, parts, sequences = step.ref, step.requires_grad, step.parts, step.sequences
+        for out in node.output:
+            if out:
+                ref[out] = ref[data]
+                # a sequence (SplitToSequence) has no tensor type: it inherits its data's
+                requires_grad[out] = requires_grad.get(data, False) and (
+                    self.is_float(out) or self.types.get(out, (None, 0))[1] == 0)
+                at = self._sequence_position(node, sequences) if requires_grad[out] else None
+                if kind == "Split" and requires_grad[out]:
+                    parts[out] = ("part", i, out)
+                elif at is not None:  # a SplitToSequence's tensor: a part of its data, as a Split's
+                    split, members = sequences[data]
+                    parts[out] = ("part", split, f"{data}[{at}]")
+                    members.setdefault(at, out)
+                elif data in parts:
+                    parts[out] = parts[data]
+        if kind == "Split" and any(out in parts for out in node.output):
+            step.forward.append((-1, node, kind, {"parts": {k: out for k, out in enumerate(node.output)
+                                                            if out in parts}}))
+        if kind == "SplitToSequence" and requires_grad.get(node.output[0], False):
+            sequences[node.output[0]] = (i, {})  # its parts, as SequenceAt nodes read them
+            step.forward.append((-1, node, kind, {"parts": sequences[node.output[0]][1]}))
+
+    def _forward_op(self, step: _Step, i: int, node: onnx.NodeProto, kind: str, ins: Sequence[str],
+                    dropping: bool) -> None:
+        """The forward op of node ``i``, in a group of its own: its FLOP (:meth:`_node_flops`) and output bytes.
+
+        Its output bytes are those of its outputs; a training ``Dropout`` (``dropping``) holds its output and the mask
+        it keeps (a byte per element). It is fed by the ops (and ``input/`` ops) that produce ``ins``, the inputs that
+        are not read for their type alone; the parameters it reads are noted in :attr:`_Step.param_users`.
+
+        Raises:
+            UnsupportedGraph: for an input, or an output some node reads, of no static shape (or an op of no FLOP rule
+                :meth:`_node_flops` refuses).
+            InvalidArgument: for inner sizes the op contradicts (:func:`check_inner_sizes`).
+        """
+        ref, requires_grad = step.ref, step.requires_grad
+        for x in ins:
+            if self.shape(x) is None and x in ref:
+                raise self._no_shape(x)
+        for out in node.output:
+            if out and out in self.read and self.shape(out) is None:
+                raise self._no_shape(out, node)
+        attrs = _attributes(node)
+        out_bytes = sum(self.nbytes(o) for o in node.output if o)
+        if dropping:  # its output, and the mask it keeps for the backward (counted once, named or not)
+            attrs["training_mode"] = 1
+            out_bytes = self.nbytes(node.output[0]) + self.mask_bytes(node)
+        in_shapes = [self.shape(x) if x else None for x in node.input]
+        out_shapes = [self.shape(x) if x else None for x in node.output]
+        check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
+        if kind == "DFT" and "axis" not in attrs:  # opset 20 made the axis an input (default -2)
+            attrs["axis"] = self._dft_axis(node)
+        fl = self._node_flops(node, kind, attrs, in_shapes, out_shapes, step.unknown)
+        label = node.name or f"{node.op_type}_{i}"
+        lookup = kind in _LOOKUPS and bool(node.input) and ref.get(node.input[0], ("",))[0] == "param"
+        v = self.add_node(label, kind, FORWARD, fl, out_bytes, self.new_group(), _module_of(node),
+                          op_kind="embedding" if lookup else None)
+        step.forward.append((v, node, kind, attrs))
+        skip = NON_DIFFERENTIABLE.get(kind, frozenset())
+        grad_in = any(requires_grad.get(x, False) for pos, x in enumerate(node.input) if x and pos not in skip)
+        for out in node.output:
+            if out:
+                ref[out] = ("node", v, out)
+                requires_grad[out] = grad_in and self.is_float(out)
+        if kind == "QuantizeLinear" and node.input and requires_grad.get(node.input[0], False):
+            step.quantizes[v] = node.input[0]
+        if kind == "DequantizeLinear" and self._fake_quantized(node, ref, step.quantizes, step.fake_quant,
+                                                               step.masked, v):
+            requires_grad[node.output[0]] = self.is_float(node.output[0])
+        self._forward_edges(step, v, ins)
+
+    def _node_flops(self, node: onnx.NodeProto, kind: str, attrs: Mapping[str, Any], in_shapes: list[Shape | None],
+                    out_shapes: list[Shape | None], unknown: set[str]) -> float:
+        """FLOP of a forward op by :func:`forward_flops`; for an op type of no rule, 1 FLOP per output element.
+
+        An op type of no rule is noted in ``unknown`` (for one warning).
+
+        Raises:
+            UnsupportedGraph: for an op of no rule that is of a custom domain, or of a type ONNX does not define,
+                unless :attr:`allow_unknown_ops`.
+        """
+        fl = forward_flops(kind, attrs, in_shapes, out_shapes)
+        if fl is not None:
+            return fl
+        standard = node.domain in ("", "ai.onnx")
+        if not self.allow_unknown_ops and (not standard or not onnx.defs.has(node.op_type)):
+            what = f"has op type {node.op_type!r}, which ONNX does not define" if standard else \
+                f"is {kind}, an op of a custom domain that gnplace has no FLOP rule for"
+            raise UnsupportedGraph(
+                f"{self.source}: node {node.name or node.op_type!r} {what} (`gnplace import "
+                "--allow-unknown-ops` counts it at 1 FLOP per output element, and the graph file it "
+                "writes places like any other)"
+            )
+        unknown.add(kind)
+        return float(sum(math.prod(s) for s in out_shapes if s is not None))
+
+    def _forward_edges(self, step: _Step, v: int, ins: Sequence[str]) -> None:
+        """The edges into forward op ``v`` from what produces ``ins`` (bytes: each value's).
+
+        An op's output feeds it directly; a graph input through its ``input/`` op (of 0 FLOP, holding the input's
+        bytes, added in ``v``'s group at its first reader); a parameter is noted as read by ``v``
+        (:attr:`_Step.param_users`), its edges added by :meth:`_parameter_reads`.
+        """
+        for x in ins:
+            if x not in step.ref:
                 continue
-            kind = canonical_op_type(node.op_type, node.domain)
-            type_only = TYPE_ONLY_INPUTS.get(kind, frozenset())
-            ins = [x for pos, x in enumerate(node.input) if x and pos not in type_only]
-            if kind in STATIC_OPS or all(x not in ref for x in ins):
-                continue  # a constant: computed once, before the step
-            dropping = kind == "Dropout" and self.training_dropout(node, ref)
-            if kind in VIEW_OPS and not dropping:
-                data = node.input[0] if node.input else ""
-                if data not in ref:
-                    continue
-                self._check_same_numel(node, kind)
-                for out in node.output:
-                    if out:
-                        ref[out] = ref[data]
-                        # a sequence (SplitToSequence) has no tensor type: it inherits its data's
-                        requires_grad[out] = requires_grad.get(data, False) and (
-                            self.is_float(out) or self.types.get(out, (None, 0))[1] == 0)
-                        at = self._sequence_position(node, sequences) if requires_grad[out] else None
-                        if kind == "Split" and requires_grad[out]:
-                            parts[out] = ("part", i, out)
-                        elif at is not None:  # a SplitToSequence's tensor: a part of its data, as a Split's
-                            split, members = sequences[data]
-                            parts[out] = ("part", split, f"{data}[{at}]")
-                            members.setdefault(at, out)
-                        elif data in parts:
-                            parts[out] = parts[data]
-                if kind == "Split" and any(out in parts for out in node.output):
-                    forward.append((-1, node, kind, {"parts": {k: out for k, out in enumerate(node.output)
-                                                               if out in parts}}))
-                if kind == "SplitToSequence" and requires_grad.get(node.output[0], False):
-                    sequences[node.output[0]] = (i, {})  # its parts, as SequenceAt nodes read them
-                    forward.append((-1, node, kind, {"parts": sequences[node.output[0]][1]}))
-                continue
-            for x in ins:
-                if self.shape(x) is None and x in ref:
-                    raise self._no_shape(x)
-            for out in node.output:
-                if out and out in self.read and self.shape(out) is None:
-                    raise self._no_shape(out, node)
-            attrs = _attributes(node)
-            out_bytes = sum(self.nbytes(o) for o in node.output if o)
-            if dropping:  # its output, and the mask it keeps for the backward (counted once, named or not)
-                attrs["training_mode"] = 1
-                out_bytes = self.nbytes(node.output[0]) + self.mask_bytes(node)
-            in_shapes = [self.shape(x) if x else None for x in node.input]
-            out_shapes = [self.shape(x) if x else None for x in node.output]
-            check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
-            if kind == "DFT" and "axis" not in attrs:  # opset 20 made the axis an input (default -2)
-                attrs["axis"] = self._dft_axis(node)
-            fl = forward_flops(kind, attrs, in_shapes, out_shapes)
-            if fl is None:
-                standard = node.domain in ("", "ai.onnx")
-                if not self.allow_unknown_ops and (not standard or not onnx.defs.has(node.op_type)):
-                    what = f"has op type {node.op_type!r}, which ONNX does not define" if standard else \
-                        f"is {kind}, an op of a custom domain that gnplace has no FLOP rule for"
-                    raise UnsupportedGraph(
-                        f"{self.source}: node {node.name or node.op_type!r} {what} (`gnplace import "
-                        "--allow-unknown-ops` counts it at 1 FLOP per output element, and the graph file it "
-                        "writes places like any other)"
-                    )
-                unknown.add(kind)
-                fl = float(sum(math.prod(s) for s in out_shapes if s is not None))
-            label = node.name or f"{node.op_type}_{i}"
-            lookup = kind in _LOOKUPS and bool(node.input) and ref.get(node.input[0], ("",))[0] == "param"
-            v = self.add_node(label, kind, FORWARD, fl, out_bytes, self.new_group(), _module_of(node),
-                              op_kind="embedding" if lookup else None)
-            forward.append((v, node, kind, attrs))
-            skip = NON_DIFFERENTIABLE.get(kind, frozenset())
-            grad_in = any(requires_grad.get(x, False) for pos, x in enumerate(node.input) if x and pos not in skip)
-            for out in node.output:
-                if out:
-                    ref[out] = ("node", v, out)
-                    requires_grad[out] = grad_in and self.is_float(out)
-            if kind == "QuantizeLinear" and node.input and requires_grad.get(node.input[0], False):
-                quantizes[v] = node.input[0]
-            if kind == "DequantizeLinear" and self._fake_quantized(node, ref, quantizes, fake_quant, masked, v):
-                requires_grad[node.output[0]] = self.is_float(node.output[0])
-            for x in ins:
-                if x not in ref:
-                    continue
-                where, u, value = ref[x]
-                if where == "node":
-                    self.edge(u, v, self.nbytes(value))
-                elif where == "input":
-                    if value not in input_node:
-                        input_node[value] = self.add_node(f"input/{value}", "input", FORWARD, 0.0, self.nbytes(value),
-                                                          self.group[v], "")
-                    self.edge(input_node[value], v, self.nbytes(value))
-                elif v not in param_users.setdefault(value, []):
-                    param_users[value].append(v)
-        # ---- the loss: the outputs that depend on parameters
-        outputs = list(dict.fromkeys(  # (a value the graph lists twice is one output: counted once)
+            where, u, value = step.ref[x]
+            if where == "node":
+                self.edge(u, v, self.nbytes(value))
+            elif where == "input":
+                if value not in step.input_node:
+                    step.input_node[value] = self.add_node(f"input/{value}", "input", FORWARD, 0.0,
+                                                           self.nbytes(value), self.group[v], "")
+                self.edge(step.input_node[value], v, self.nbytes(value))
+            elif v not in step.param_users.setdefault(value, []):
+                step.param_users[value].append(v)
+
+    def _loss(self, step: _Step) -> None:
+        """The loss over the graph outputs that depend on parameters, and the gradient it seeds for each.
+
+        One ``loss`` op (1 FLOP per output element, 4 bytes: a float32 scalar) fed by each output, and one
+        ``loss_grad`` op per output (1 FLOP per element, holding the output's bytes). A model whose one such output
+        is a scalar returns its loss: no op, that output's producer is seeded (:attr:`_Step.seeded`).
+
+        Raises:
+            UnsupportedGraph: for such an output of no static shape.
+        """
+        ref = step.ref
+        step.outputs = list(dict.fromkeys(  # (a value the graph lists twice is one output: counted once)
             o.name for o in self.proto.graph.output
-            if requires_grad.get(o.name, False) and ref.get(o.name, ("",))[0] == "node"
+            if step.requires_grad.get(o.name, False) and ref.get(o.name, ("",))[0] == "node"
         ))
+        outputs = step.outputs
         for o in outputs:  # (a view's output, a Reshape to a shape the model is given, is checked nowhere else:
             if self.shape(o) is None:  # its unknown shape was read as a scalar, the loss, and the graph had none)
                 raise self._no_shape(o)
-        seeded: set[int] = set()
-        contributions: dict[tuple[str, int, str], list[int]] = {}
         if len(outputs) == 1 and math.prod(self.shape(outputs[0]) or ()) == 1:
-            seeded.add(ref[outputs[0]][1])  # the model returns its loss
+            step.seeded.add(ref[outputs[0]][1])  # the model returns its loss
         elif outputs:
             loss = self.add_node("loss", "loss", FORWARD, sum(math.prod(self.shape(o) or ()) for o in outputs), 4,
                                  self.new_group(), "")
@@ -852,92 +969,121 @@ class _Builder:
                 g = self.add_node(f"grad/loss/{o}", "loss_grad", BACKWARD, math.prod(self.shape(o) or ()),
                                   self.nbytes(o), self.group[loss], "")
                 self.edge(loss, g, 4)
-                contributions.setdefault(parts.get(o, ref[o]), []).append(g)
-        # ---- read ops for parameters used in several groups
-        home = {p: self.group[users[0]] for p, users in param_users.items()}
-        read_node: dict[str, int] = {}
+                step.contributions.setdefault(step.parts.get(o, ref[o]), []).append(g)
 
-        def param_source(p: str, consumer: int) -> None:
-            if self.group[consumer] == home[p]:
-                return
-            if p not in read_node:
-                read_node[p] = self.add_node(f"read/{p}", "read", FORWARD, 0.0, self.nbytes(p), home[p],
-                                             self.module[param_users[p][0]])
-            self.edge(read_node[p], consumer, self.nbytes(p))
+    def _parameter_reads(self, step: _Step) -> None:
+        """Each parameter's home group (its first reader's), and the edges from it to the forward ops that read it.
 
-        for p, users in param_users.items():
+        A reader in another group is served by the parameter's ``read`` op (:meth:`_parameter_to`).
+        """
+        step.home = {p: self.group[users[0]] for p, users in step.param_users.items()}
+        for p, users in step.param_users.items():
             for v in users:
-                param_source(p, v)
-        # ---- backward, in reverse topological order of the forward ops
-        for v, node, kind, attrs in reversed(forward):
-            if v < 0:  # a Split or SplitToSequence: the gradients of its parts, concatenated
-                self._concatenated(node, attrs["parts"], ref, parts, contributions, param_users)
+                self._parameter_to(step, p, v)
+
+    def _parameter_to(self, step: _Step, p: str, consumer: int) -> None:
+        """The edge that serves parameter ``p`` to op ``consumer`` outside ``p``'s home group (none inside it).
+
+        From ``p``'s ``read`` op: 0 FLOP, holding ``p``'s bytes, in the home group and the module of ``p``'s first
+        reader, added at its first use; the edge carries ``p``'s bytes.
+        """
+        if self.group[consumer] == step.home[p]:
+            return
+        if p not in step.read_node:
+            step.read_node[p] = self.add_node(f"read/{p}", "read", FORWARD, 0.0, self.nbytes(p), step.home[p],
+                                              self.module[step.param_users[p][0]])
+        self.edge(step.read_node[p], consumer, self.nbytes(p))
+
+    def _backward_node(self, step: _Step, v: int, node: onnx.NodeProto, kind: str, attrs: dict[str, Any]) -> None:
+        """The gradient ops of forward op ``v`` (of ONNX ``node``), once the gradients of its outputs are known.
+
+        A ``Split`` or ``SplitToSequence`` (``v`` -1) concatenates its parts' gradients (:meth:`_concatenated`); a
+        fake quantization passes its gradient straight through (:meth:`_straight_through`); any other op gets one
+        gradient op per input a gradient flows to (:meth:`_gradient_op`; one for all of a fused norm's), the first
+        also charged the work they share (:func:`shared_grad_flops`: back-propagation through time), each fed by the
+        gradient of the op's outputs (summed, :meth:`_summed`, where several ops read an output).
+        """
+        if v < 0:  # a Split or SplitToSequence: the gradients of its parts, concatenated
+            self._concatenated(node, attrs["parts"], step.ref, step.parts, step.contributions, step.param_users)
+            return
+        sources = []
+        for out in node.output:
+            key = ("node", v, out)
+            if out and key in step.contributions:
+                sources.append(self._summed(step.contributions.pop(key), out, self.group[v], self.module[v]))
+        if not sources and v not in step.seeded:
+            return  # no gradient reaches this op
+        if v in step.fake_quant:  # the straight-through estimator, to QuantizeLinear's float input
+            u = step.fake_quant[v]
+            self._straight_through(u, step.quantizes[u], sources, step.ref, step.parts, step.contributions)
+            return
+        skip = NON_DIFFERENTIABLE.get(kind, frozenset())
+        in_shapes = [self.shape(x) if x else None for x in node.input]
+        out_shapes = [self.shape(x) if x else None for x in node.output]
+        positions: dict[str, list[int]] = {}
+        for pos, x in enumerate(node.input):
+            if x and pos not in skip and step.requires_grad.get(x, False):
+                positions.setdefault(x, []).append(pos)
+        # back-propagation through time runs once whichever gradients are taken: charged to the first
+        shared = shared_grad_flops(kind, attrs, in_shapes)
+        # (input it is named for, the slots it is taken for, the inputs it gives the gradient of)
+        units = [(x, slots, [x]) for x, slots in positions.items()]
+        if kind in FUSED_NORM_GRADS and len(units) > 1:  # aten's native_*_norm_backward: one op, every gradient
+            units = [(units[0][0], [pos for _, slots, _ in units for pos in slots], [x for _, _, (x,) in units])]
+        for x, slots, targets in units:
+            fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in slots) + shared
+            shared = 0.0
+            if (kind in PASS_THROUGH_GRADS and len(slots) == 1 and fl == 0.0 and len(sources) == 1
+                    and self.out_bytes[sources[0]] == self.nbytes(x)):
+                # the gradient is the output's own (an Add of equal shapes): no op, as aten runs none
+                step.contributions.setdefault(step.parts.get(x, step.ref[x]), []).append(sources[0])
                 continue
-            sources = []
-            for out in node.output:
-                key = ("node", v, out)
-                if out and key in contributions:
-                    sources.append(self._summed(contributions.pop(key), out, self.group[v], self.module[v]))
-            if not sources and v not in seeded:
-                continue  # no gradient reaches this op
-            if v in fake_quant:  # the straight-through estimator, to QuantizeLinear's float input
-                self._straight_through(fake_quant[v], quantizes[fake_quant[v]], sources, ref, parts, contributions)
+            self._gradient_op(step, v, node, kind, x, slots, targets, fl, sources)
+
+    def _gradient_op(self, step: _Step, v: int, node: onnx.NodeProto, kind: str, x: str, slots: list[int],
+                     targets: list[str], fl: float, sources: Sequence[int]) -> None:
+        """One gradient op of forward op ``v``: of ``fl`` FLOP, holding the bytes of the gradients of ``targets``.
+
+        Named for input ``x`` and taken for its input positions ``slots``, in ``v``'s group and module; fed by the
+        gradient of ``v``'s outputs (``sources``) and by the activations it reads (:meth:`_saved_inputs`: ``v``'s
+        inputs, by the parameter's ``read`` op outside its home group; ``v``'s output, or the mask ``v`` keeps, a
+        byte per element). Its result is noted as a gradient of each of ``targets``.
+        """
+        g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl,
+                          sum(self.nbytes(t) for t in targets), self.group[v], self.module[v],
+                          op_kind="embedding_grad" if self.op_kinds[v] == "embedding" else None)
+        for s in sources:
+            self.edge(s, g, self.out_bytes[s])
+        for z in dict.fromkeys(_saved_inputs(node, kind, x, slots)):
+            if z not in step.ref:
                 continue
-            skip = NON_DIFFERENTIABLE.get(kind, frozenset())
-            in_shapes = [self.shape(x) if x else None for x in node.input]
-            out_shapes = [self.shape(x) if x else None for x in node.output]
-            positions: dict[str, list[int]] = {}
-            for pos, x in enumerate(node.input):
-                if x and pos not in skip and requires_grad.get(x, False):
-                    positions.setdefault(x, []).append(pos)
-            # back-propagation through time runs once whichever gradients are taken: charged to the first
-            shared = shared_grad_flops(kind, attrs, in_shapes)
-            # (input it is named for, the slots it is taken for, the inputs it gives the gradient of)
-            units = [(x, slots, [x]) for x, slots in positions.items()]
-            if kind in FUSED_NORM_GRADS and len(units) > 1:  # aten's native_*_norm_backward: one op, every gradient
-                units = [(units[0][0], [pos for _, slots, _ in units for pos in slots], [x for _, _, (x,) in units])]
-            for x, slots, targets in units:
-                fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in slots) + shared
-                shared = 0.0
-                if (kind in PASS_THROUGH_GRADS and len(slots) == 1 and fl == 0.0 and len(sources) == 1
-                        and self.out_bytes[sources[0]] == self.nbytes(x)):
-                    # the gradient is the output's own (an Add of equal shapes): no op, as aten runs none
-                    contributions.setdefault(parts.get(x, ref[x]), []).append(sources[0])
-                    continue
-                g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl,
-                                  sum(self.nbytes(t) for t in targets), self.group[v], self.module[v],
-                                  op_kind="embedding_grad" if self.op_kinds[v] == "embedding" else None)
-                for s in sources:
-                    self.edge(s, g, self.out_bytes[s])
-                saved = []
-                if kind in FUSED_NORM_GRADS:  # dX reads X and the scale, dscale X, dbias neither (nor the output)
-                    saved += [node.input[0]] if {0, 1} & set(slots) else []
-                    saved += [node.input[1]] if 0 in slots and len(node.input) > 1 and node.input[1] else []
-                elif kind in BIAS_SLOT and slots == [BIAS_SLOT[kind]]:
-                    pass  # a bias's gradient sums the output's gradient alone
-                else:
-                    if kind in SAVES_OTHER_INPUTS or kind not in _KNOWN_SAVES:  # by position: Mul(h, h) reads h
-                        saved += list(dict.fromkeys(z for pos in slots for q, z in enumerate(node.input)
-                                                    if z and q != pos))
-                    if kind in SAVES_OWN_INPUT or kind not in _KNOWN_SAVES:
-                        saved.append(x)
-                for z in dict.fromkeys(saved):
-                    if z not in ref:
-                        continue
-                    where_z, u, value = ref[z]
-                    if where_z == "node":
-                        self.edge(u, g, self.nbytes(value))
-                    elif where_z == "input":
-                        self.edge(input_node[value], g, self.nbytes(value))
-                    else:
-                        param_source(value, g)
-                if (kind in SAVES_OUTPUT or kind not in _KNOWN_SAVES) and kind not in FUSED_NORM_GRADS:
-                    self.edge(v, g, self.out_bytes[v])
-                if kind in SAVES_MASK:  # the mask the forward op kept, not its output
-                    self.edge(v, g, self.mask_bytes(node))
-                for t in targets:
-                    contributions.setdefault(parts.get(t, ref[t]), []).append(g)
-        # ---- one update op per trainable parameter, in the group of its first reader
+            where_z, u, value = step.ref[z]
+            if where_z == "node":
+                self.edge(u, g, self.nbytes(value))
+            elif where_z == "input":
+                self.edge(step.input_node[value], g, self.nbytes(value))
+            else:
+                self._parameter_to(step, value, g)
+        if (kind in SAVES_OUTPUT or kind not in _KNOWN_SAVES) and kind not in FUSED_NORM_GRADS:
+            self.edge(v, g, self.out_bytes[v])
+        if kind in SAVES_MASK:  # the mask the forward op kept, not its output
+            self.edge(v, g, self.mask_bytes(node))
+        for t in targets:
+            step.contributions.setdefault(step.parts.get(t, step.ref[t]), []).append(g)
+
+    def _updates(self, step: _Step) -> None:
+        """One update op per trainable parameter, in its home group: the optimizer's FLOP per element, and bytes.
+
+        Each holds the parameter's bytes times the optimizer's state factor (its ``param_bytes``), with
+        :attr:`update_flops` FLOP per element, fed by the parameter's gradient (summed, :meth:`_summed`, where
+        several ops give one; the edge carries the parameter's bytes), in the order of the parameters' first readers.
+
+        Raises:
+            UnsupportedGraph: if parameters are read but no output depends on them through differentiable ops.
+            InvalidArgument: if ``trainable`` names a parameter that no op reads where a gradient can reach it.
+            _NoGradient: naming the default parameters no gradient reaches.
+        """
+        param_users, contributions, outputs, seeded = step.param_users, step.contributions, step.outputs, step.seeded
         if param_users and not outputs and not seeded:  # (ArgMax or Shape of the outputs: an update of no gradient)
             raise UnsupportedGraph(f"{self.source}: no output of the model depends on a trainable parameter through "
                                    "differentiable ops: a training step has no gradient to compute")
@@ -953,27 +1099,15 @@ class _Builder:
             pbytes = self.nbytes(p)
             module = self._param_module(p, param_users[p])
             grads = contributions.pop(("param", -1, p), [])
-            source = self._summed(grads, p, home[p], module) if grads else None
+            source = self._summed(grads, p, step.home[p], module) if grads else None
             if source is None and self.trainable_override is not None and p in self.trainable_override:
                 raise InvalidArgument(f"{self.source}: trainable names {p!r}, which no gradient reaches (it reaches "
                                       "the outputs only through non-differentiable inputs of ops)")
             numel = math.prod(self.shape(p) or ())
             up = self.add_node(f"update/{p}", f"{self.optimizer}_update", UPDATE, self.update_flops * numel, 0,
-                               home[p], module, param_bytes=pbytes * self.state_factor)
+                               step.home[p], module, param_bytes=pbytes * self.state_factor)
             if source is not None:
                 self.edge(source, up, pbytes)
-        if unknown:
-            warnings.warn(
-                f"{self.source}: FLOP rules do not know {len(unknown)} op types, counted at 1 FLOP per output "
-                f"element: {', '.join(sorted(unknown))}",
-                stacklevel=4,
-            )
-        pairs = sorted(self.edges)
-        return OpGraph(
-            self.names, pairs, flops=self.flops, out_bytes=self.out_bytes, param_bytes=self.param_bytes,
-            edge_bytes=[self.edges[p] for p in pairs], op_types=self.op_types, phase=self.phase, group=self.group,
-            module=self.module, name=graph_name, meta=meta, op_kinds=self.op_kinds,
-        )
 
     def _dft_axis(self, node: onnx.NodeProto) -> int:
         """The axis of a ``DFT`` without an ``axis`` attribute (opset 17's default, 1, before opset 20).
@@ -1224,6 +1358,27 @@ def _repeats(init: TensorProto) -> bool:
         return False
     return any(size > 1 and bool(np.all(values == values.take([0], axis=axis)))
                for axis, size in enumerate(values.shape))
+
+
+def _saved_inputs(node: onnx.NodeProto, kind: str, x: str, slots: Sequence[int]) -> list[str]:
+    """The inputs of ``node`` that its gradient op for input ``x`` (at positions ``slots``) reads, as aten's backward.
+
+    A fused norm's (dX reads X and the scale, dscale X, dbias neither); a bias's gradient none (it sums the
+    output's gradient alone); else the other inputs (products, by position: ``Mul(h, h)`` reads ``h``) and its own
+    (activations), as the op's type saves them, both for a type of unknown needs. Listed in order, possibly twice.
+    """
+    saved: list[str] = []
+    if kind in FUSED_NORM_GRADS:  # dX reads X and the scale, dscale X, dbias neither (nor the output)
+        saved += [node.input[0]] if {0, 1} & set(slots) else []
+        saved += [node.input[1]] if 0 in slots and len(node.input) > 1 and node.input[1] else []
+    elif kind in BIAS_SLOT and list(slots) == [BIAS_SLOT[kind]]:
+        pass  # a bias's gradient sums the output's gradient alone
+    else:
+        if kind in SAVES_OTHER_INPUTS or kind not in _KNOWN_SAVES:  # by position: Mul(h, h) reads h
+            saved += list(dict.fromkeys(z for pos in slots for q, z in enumerate(node.input) if z and q != pos))
+        if kind in SAVES_OWN_INPUT or kind not in _KNOWN_SAVES:
+            saved.append(x)
+    return saved
 
 
 #: View ops whose (first) output holds exactly the elements of their data input.
