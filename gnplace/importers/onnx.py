@@ -63,15 +63,15 @@ builds the training graph of one step by the conventions of the PyTorch importer
 Only shapes and dtypes are read, never weight values: files with external data load without it, but for
 the small values shape computations read (a ``Reshape``'s target shape), taken from the data file beside the model.
 Reading and checking the file is :mod:`gnplace.importers.onnx_model`'s job, its static shapes
-:mod:`gnplace.importers.onnx_shapes`'s, the FLOP rules :mod:`gnplace.importers.onnx_flops`'; this module
-builds the training graph from them.
+:mod:`gnplace.importers.onnx_shapes`'s, what the exporter recorded beside the graph (modules, parameters, folded
+constants) :mod:`gnplace.importers.onnx_metadata`'s, the FLOP rules :mod:`gnplace.importers.onnx_flops`'; this
+module builds the training graph from them.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import warnings
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -104,6 +104,7 @@ from gnplace.importers.onnx_flops import (
     grad_flops,
     shared_grad_flops,
 )
+from gnplace.importers.onnx_metadata import exported_tensors, fold_roles, folded_sources, innermost_class, module_of
 from gnplace.importers.onnx_model import (
     KEEP_VALUES,
     check_inner_sizes,
@@ -188,50 +189,6 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return attrs
 
 
-def _metadata_list(node: onnx.NodeProto, key: str) -> list[Any] | None:
-    """The Python list literal the exporter recorded under ``key`` in the node's metadata, or :obj:`None`.
-
-    A value that is not a list literal (``"5"``, a dict, text nested past the parser's depth) is read as
-    absent: the metadata only names modules, it never decides the graph.
-    """
-    for prop in node.metadata_props:
-        if prop.key == key:
-            value = _literal(prop.value)
-            return value if isinstance(value, list) else None
-    return None
-
-
-def _literal(text: str) -> Any:
-    """The Python literal a model's metadata holds as ``text``, or :obj:`None` where it holds none readable.
-
-    ``ast.literal_eval`` runs no code, but a file's text can still make it fail in more ways than a
-    ``ValueError``: ``{[1]: 2}`` is a ``TypeError`` (an unhashable key), 200,000 signs before a number a
-    ``MemoryError`` of the parser, deep nesting a ``RecursionError``.
-    """
-    import ast
-
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        return None
-
-
-def _module_of(node: onnx.NodeProto) -> str:
-    """The owning module path recorded by the exporter (``pkg.torch.onnx.name_scopes`` or ``/a/b/Op``)."""
-    if any(prop.key == "pkg.torch.onnx.name_scopes" for prop in node.metadata_props):
-        scopes = _metadata_list(node, "pkg.torch.onnx.name_scopes")
-        return str(scopes[-2]) if scopes is not None and len(scopes) >= 2 else ""
-    if node.name.startswith("/"):
-        return ".".join(p for p in node.name.split("/")[1:-1] if p)
-    return ""
-
-
-def _innermost_class(node: onnx.NodeProto) -> str:
-    """The class of the innermost module whose forward ran the node (``pkg.torch.onnx.class_hierarchy``), or ``""``."""
-    hierarchy = _metadata_list(node, "pkg.torch.onnx.class_hierarchy")
-    return str(hierarchy[-2]) if hierarchy is not None and len(hierarchy) >= 2 else ""
-
-
 def from_onnx(
     model: str | os.PathLike[str] | onnx.ModelProto,
     *,
@@ -299,7 +256,7 @@ def from_onnx(
         source = str(model)
         default_name = Path(model).name.removesuffix(".onnx")
         folder = os.path.dirname(os.path.abspath(model))
-    folded = _folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
+    folded = folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
     proto = without_weights(proto, source, copy=proto is model)
     type_initializers(proto)
     if folder is not None:
@@ -423,7 +380,7 @@ class _Builder:
                               "an initializer of the model")
         self.opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         self.folded_from = dict(folded or {})
-        self.alias, self.parameter_of, self.made = _fold_roles(proto, self.folded_from, set(self.inits))
+        self.alias, self.parameter_of, self.made = fold_roles(proto, self.folded_from, set(self.inits))
         self._reset()
 
     def _reset(self) -> None:
@@ -640,7 +597,7 @@ class _Builder:
         """
         wanted = set(values)
         readers = [n for n in self.nodes if wanted & set(n.input)]
-        return bool(readers) and all(_innermost_class(n).startswith("torch.nn.modules.") for n in readers)
+        return bool(readers) and all(innermost_class(n).startswith("torch.nn.modules.") for n in readers)
 
     def folded_with_others(self, value: str) -> bool:
         """Whether the exporter folded ``value`` from other values besides one parameter (a slice, a reshape)."""
@@ -664,7 +621,7 @@ class _Builder:
           activation, such as an ``RNN``'s first step from its zero state (the hidden bias, once per
           example). Only the values of small initializers are kept: a large one stays a weight.
         """
-        signature = _exported_tensors(self.proto)
+        signature = exported_tensors(self.proto)
         if signature is None:
             return set()
         parameters, others = signature
@@ -679,7 +636,7 @@ class _Builder:
                     continue
                 if x in others:
                     reads.add((i, pos))
-                elif scoped and _module_of(node) not in owners:
+                elif scoped and module_of(node) not in owners:
                     reads.add((i, pos))
                 elif kind == "InstanceNormalization" and pos in (1, 2) and self._regrouped(node.input[0], producer):
                     reads.add((i, pos))
@@ -877,7 +834,7 @@ class _Builder:
         fl = self._node_flops(node, kind, attrs, in_shapes, out_shapes, step.unknown)
         label = node.name or f"{node.op_type}_{i}"
         lookup = kind in _LOOKUPS and bool(node.input) and ref.get(node.input[0], ("",))[0] == "param"
-        v = self.add_node(label, kind, FORWARD, fl, out_bytes, self.new_group(), _module_of(node),
+        v = self.add_node(label, kind, FORWARD, fl, out_bytes, self.new_group(), module_of(node),
                           op_kind="embedding" if lookup else None)
         step.forward.append((v, node, kind, attrs))
         skip = NON_DIFFERENTIABLE.get(kind, frozenset())
@@ -1277,78 +1234,6 @@ class _Builder:
             "fix the input sizes with --input-shape NAME=DIMS, or re-export the model with static shapes"
         return UnsupportedGraph(f"{self.source}: shape inference could not find a static shape for {what}; {why} "
                                 f"({fix})")
-
-
-#: The graph signature torch.export records, and the tensor kinds it names.
-_SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
-_SIGNED = re.compile(r"^\s*\S+:\s*(PARAMETER|BUFFER|CONSTANT_TENSOR)\s+target=(['\"])(.*?)\2", re.MULTILINE)
-
-
-def _exported_tensors(proto: onnx.ModelProto) -> tuple[set[str], set[str]] | None:
-    """The parameters, and the buffers and constants, that torch.export's signature names (by their target).
-
-    ``None`` if the file records no signature (another exporter) or one that names no tensor.
-    """
-    texts = [prop.value for prop in getattr(proto.graph, "metadata_props", ()) if prop.key == _SIGNATURE_KEY]
-    found = [m for text in texts for m in _SIGNED.finditer(text)]
-    if not found:
-        return None
-    parameters = {m.group(3) for m in found if m.group(1) == "PARAMETER"}
-    return parameters, {m.group(3) for m in found if m.group(1) != "PARAMETER"} - parameters
-
-
-#: The metadata key under which onnxscript's optimizer records the values a constant it folded was computed from.
-_FOLDED_FROM_KEY = "pkg.onnxscript.optimizer.folded_from"
-
-
-def _folded_sources(proto: onnx.ModelProto) -> dict[str, tuple[str, ...]]:
-    """The values each constant was folded from, by name, as onnxscript's optimizer records them (else empty).
-
-    torch.onnx's optimised export folds computations on parameters (``self.pos[:, :7]``, ``weight.T``) into new
-    initializers, and names their sources in the value's metadata.
-    """
-    g = proto.graph
-    found: dict[str, tuple[str, ...]] = {}
-    for value in [*g.value_info, *g.input, *g.output, *g.initializer]:
-        for prop in getattr(value, "metadata_props", ()):
-            if prop.key != _FOLDED_FROM_KEY:
-                continue
-            sources = _literal(prop.value)  # {[1]: 2} in a shared file was a TypeError traceback
-            if isinstance(sources, (list, tuple)) and all(isinstance(x, str) for x in sources):
-                found[value.name] = tuple(sources)
-    return found
-
-
-def _fold_roles(
-    proto: onnx.ModelProto, folded: Mapping[str, tuple[str, ...]], inits: set[str]
-) -> tuple[dict[str, str], dict[str, str], set[str]]:
-    """What each folded initializer stands for, by torch.export's signature and the folds' sources.
-
-    Returns:
-        tuple: ``alias`` (a constant folded from one parameter the file still holds, e.g. the transpose of a weight
-        tied to an embedding: a read of that parameter, which gets the gradient), ``parameter_of`` (a constant
-        folded from one parameter the file no longer holds: it stands for that parameter, whatever its size) and
-        ``made`` (constants folded from no parameter: a norm's unit scale, never weights). All empty for a file
-        without the signature or the folds' sources.
-    """
-    signature = _exported_tensors(proto)
-    if signature is None or not folded:
-        return {}, {}, set()
-    parameters = signature[0]
-    alias: dict[str, str] = {}
-    parameter_of: dict[str, str] = {}
-    made: set[str] = set()
-    for x, sources in folded.items():
-        if x not in inits or x in parameters:
-            continue
-        used = sorted({s for s in sources if s in parameters})
-        if not used:
-            made.add(x)
-        elif len(used) == 1 and used[0] in inits:
-            alias[x] = used[0]
-        elif len(used) == 1:
-            parameter_of[x] = used[0]
-    return alias, parameter_of, made
 
 
 def _repeats(init: TensorProto) -> bool:
