@@ -37,14 +37,17 @@ def test_state_names_name_the_tied_parameters_and_the_state_no_update_writes():
 def test_saved_attributes_are_put_back_exactly_and_what_recording_added_is_dropped():
     net = torch.nn.Linear(2, 2)
     net.last = None
+    net.plain = plain = torch.zeros(1)  # a plain tensor attribute (spectral_norm's weight): gets its tensor back
     saved = saved_attributes(net)
     weight = net.weight
+    net.plain = torch.ones(1)
     net.last = torch.zeros(1)  # set to a tensor while recording: gets its None back
     net.extra = torch.ones(1)  # a tensor attribute the recording added: dropped
     net._parameters["weight"] = torch.nn.Parameter(torch.zeros(2, 2))
     net.register_buffer("made", torch.zeros(1))
     restore_attributes(saved)
     assert net.last is None and not hasattr(net, "extra") and net.weight is weight and "made" not in net._buffers
+    assert net.plain is plain
 
 
 def test_memory_of_names_a_tensors_storage_and_none_for_a_sparse_one():
@@ -71,3 +74,29 @@ def test_a_parameter_read_from_outside_the_call_is_refused_naming_it():
     with pytest.raises(UnsupportedGraph, match=r"read its parameter 'weight' as a tensor held from outside"):
         import_step(net, (torch.randn(2, 3),), loss=lambda out: out.sum() + held.square().sum())
     refuse_state_read_from_outside(net, [], {"weight": net.weight})  # no op read it: nothing to refuse
+
+
+def test_a_buffer_replaced_by_one_of_another_dtype_is_refused_not_cast():
+    """A float64 value of the same shape would be cast into the float32 buffer by copy_, silently."""
+    net = torch.nn.Module()
+    net.register_buffer("ema", torch.zeros(3))
+    fake = net.ema
+    net.ema = torch.ones(3, dtype=torch.float64)
+    with pytest.raises(UnsupportedGraph, match=r"replaces buffer 'ema' \(\[3\] torch.float32\) with shape \[3\] "
+                                               r"torch.float64"):
+        carry_reassigned_buffers(net, {"ema": fake})
+    assert torch.equal(fake, torch.zeros(3))
+
+
+class _OwnAndChildren(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(3))  # a trainable parameter of a module with children
+        self.register_buffer("count", torch.zeros(1))
+        self.fc = torch.nn.Linear(3, 3)
+
+
+def test_the_buffers_of_a_module_with_children_and_a_parameter_of_its_own_are_listed():
+    """Only a leaf keeps its buffers under its parameter's key: a module with children may be split."""
+    tied, untrained = state_names(_OwnAndChildren())
+    assert tied == {} and untrained == ["count"]

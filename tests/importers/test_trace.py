@@ -609,13 +609,16 @@ class _Teacher(nn.Module):
             h = self.student(x)
             h.data = h.data.sign()
             return (h - self.teacher(x)).square().mean()
+        elif self.how == "assign input":
+            x.data = x.data.sign()
         return (self.student(x) - self.teacher(x) + self.shift).square().mean()
 
 
 @pytest.mark.parametrize("how, name", [("assign teacher", "parameter 'teacher.weight'"),
                                        ("assign student", "parameter 'student.weight'"),
                                        ("assign buffer", "buffer 'shift'"),
-                                       ("assign activation", r"the output of aten.addmm.default \(in 'student'\)")])
+                                       ("assign activation", r"the output of aten.addmm.default \(in 'student'\)"),
+                                       ("assign input", "input 0")])
 def test_a_forward_assigning_data_of_its_state_is_refused_not_recorded_reading_the_old_values(how, name):
     """``.data =`` is no op: the step read the old values (the old teacher: loss 0.831, eager's 0.710), silently."""
     with pytest.raises(UnsupportedGraph, match=rf"^cannot trace a training step of _Teacher: it gives {name} new "
