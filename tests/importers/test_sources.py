@@ -124,6 +124,27 @@ def test_bad_sources_are_one_clear_error(tmp_path):
         load_graph_source(f"{tmp_path / 'mymodels.py'}:broken")
 
 
+def test_a_factory_name_that_is_no_identifier_and_a_missing_file_are_refused_before_any_import(tmp_path):
+    """Neither is a failure of the user's code: the file is not run for a name it cannot define."""
+    (tmp_path / "runs.py").write_text("raise RuntimeError('ran')\n")
+    with pytest.raises(InvalidArgument, match=r"^'.*runs\.py:make\(\)': expected MODULE:FACTORY or FILE\.py:FACTORY$"):
+        load_factory(f"{tmp_path / 'runs.py'}:make()")
+    with pytest.raises(InvalidArgument, match=r"^'.*absent\.py:make': no such file .*absent\.py$"):
+        load_factory(f"{tmp_path / 'absent.py'}:make")
+
+
+def test_a_graph_file_of_another_suffix_loads_and_a_factory_file_on_the_path_keeps_its_name(tmp_path, monkeypatch):
+    """An existing file is a graph file whatever its suffix; a factory file found under its own name on sys.path is
+    imported under that name (renamed, its own ``import`` of itself would make a second copy)."""
+    import shutil
+
+    shutil.copy(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg", tmp_path / "graph.saved")
+    assert load_graph_source(str(tmp_path / "graph.saved")).num_ops > 0
+    (tmp_path / "selfnamed_xyz.py").write_text("def make():\n    return __name__\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_factory(f"{tmp_path / 'selfnamed_xyz.py'}:make")() == "selfnamed_xyz"
+
+
 def test_input_shapes_for_a_source_that_is_not_onnx_are_refused(tmp_path):
     """--input-shape sizes an ONNX model's dynamic inputs; given for anything else it would be silently dropped."""
     (tmp_path / "mymodels.py").write_text(FACTORY)
@@ -183,6 +204,32 @@ def test_a_file_beside_a_factory_file_hides_no_module_of_its_name(tmp_path):
                 "import cProfile\nprint(callable(cProfile.run))\n")
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert result.stdout.strip() == "True", (factory, result.stderr)
+
+
+def test_a_factory_files_folder_goes_last_on_the_path_while_its_code_runs(tmp_path, monkeypatch):
+    """A file beside the factory named as a module of the standard library does not stand for it then either."""
+    (tmp_path / "tabnanny.py").write_text("")
+    (tmp_path / "model.py").write_text("def make():\n    import tabnanny\n    return tabnanny.__file__\n")
+    monkeypatch.delitem(sys.modules, "tabnanny", raising=False)  # imported afresh, found where the path says
+    assert Path(load_factory(f"{tmp_path / 'model.py'}:make")()).parent != tmp_path
+
+
+def test_a_factory_files_modules_are_its_own_while_it_runs_and_the_callers_after(tmp_path, monkeypatch):
+    """The file is registered under its name while it runs (a dataclass of string annotations looks its module up),
+    a call imports the helper it loaded, not a second copy, and a module of that name the caller has is put back."""
+    (tmp_path / "helper.py").write_text("")
+    (tmp_path / "model.py").write_text("from __future__ import annotations\n\nimport dataclasses\nimport sys\n\n"
+                                       "import helper\n\n\n@dataclasses.dataclass\nclass Config:\n    width: int = 2\n"
+                                       "\n\ndef same():\n    import helper as again\n"
+                                       "    sys.modules['handmade_xyz'] = type(sys)('handmade_xyz')\n"
+                                       "    return again is helper\n")
+    same = load_factory(f"{tmp_path / 'model.py'}:same")
+    callers = type(sys)("helper")
+    monkeypatch.setitem(sys.modules, "helper", callers)
+    monkeypatch.setitem(sys.modules, "handmade_xyz", None)  # removed again after the test
+    assert same() is True
+    assert sys.modules["helper"] is callers  # the caller's, not the factory's, and not dropped
+    assert sys.modules["handmade_xyz"] is not None  # made by hand, from no file: left to the caller
 
 
 def test_modules_an_editable_install_finds_stay_loaded_after_a_factory_imported_them_first(tmp_path, monkeypatch):
