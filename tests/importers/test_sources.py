@@ -60,6 +60,9 @@ def inputs_as_a_tuple():
 
 def broken():
     raise ValueError("no weights here")
+
+def loss_none():
+    return Net(), (torch.zeros(4, 8),), None  # the module's output is the loss
 '''
 
 
@@ -143,6 +146,26 @@ def test_a_graph_file_of_another_suffix_loads_and_a_factory_file_on_the_path_kee
     (tmp_path / "selfnamed_xyz.py").write_text("def make():\n    return __name__\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert load_factory(f"{tmp_path / 'selfnamed_xyz.py'}:make")() == "selfnamed_xyz"
+
+
+def test_a_factory_may_give_a_loss_of_none_and_a_model_file_of_a_capital_suffix_is_no_factory(tmp_path):
+    from gnplace.importers.sources import load_model_source
+
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    module, inputs, loss = load_model_source(f"{tmp_path / 'mymodels.py'}:loss_none")
+    assert isinstance(module, torch.nn.Module) and len(inputs) == 1 and loss is None
+    with pytest.raises(InvalidArgument, match=r"^'C:/models/net\.ONNX': running steps on real devices needs the "
+                                              r"PyTorch model"):
+        load_model_source("C:/models/net.ONNX")  # a Windows path: its drive's colon names no factory
+
+
+def test_an_unknown_optimizer_is_refused_before_the_factorys_code_runs(tmp_path):
+    from gnplace.exceptions import UnknownName
+
+    (tmp_path / "marks.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n\ndef make():\n    pass\n")
+    with pytest.raises(UnknownName):
+        load_step_source(f"{tmp_path / 'marks.py'}:make", optimizer="nadam_xyz")
+    assert not (tmp_path / "ran").exists()
 
 
 def test_input_shapes_for_a_source_that_is_not_onnx_are_refused(tmp_path):
@@ -293,6 +316,7 @@ def test_the_optimizer_reaches_every_source_and_a_graph_files_own_is_not_overrid
     assert graph_optimizer(load_graph_source(factory)) == "sgd"  # the default, as before
     onnx_file = str(_onnx_file(tmp_path / "m.onnx"))
     assert graph_optimizer(load_graph_source(onnx_file, optimizer="adamw")) == "adamw"
+    assert graph_optimizer(load_graph_source(onnx_file)) == "sgd"  # an ONNX file's default too
     graph_file = str(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")  # an SGD graph
     assert load_graph_source(graph_file, optimizer="sgd").num_ops == load_graph_source(graph_file).num_ops
     with pytest.raises(InvalidArgument, match=r"mlp2x8w2048b512\.gnpg: a graph file's optimizer is fixed when it is "
