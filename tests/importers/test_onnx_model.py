@@ -464,3 +464,14 @@ def test_a_constants_sparse_value_holding_a_shape_is_read(indices):
         return
     g = from_onnx(onnx_model)
     assert g.flops[g.index("mm")] == 2 * 4 * 16 * 4 and g.node_names == from_onnx(_sparse_model([4, 16], [0, 1], [2])).node_names
+
+
+def test_a_graph_of_no_node_whose_output_is_its_input_is_read_and_a_loop_of_the_ai_onnx_domain_is_refused():
+    """A graph with an output and no node is a model (its output is an input); ``ai.onnx`` is the default domain."""
+    from gnplace.importers.onnx_model import load_onnx, refuse_control_flow
+
+    passthrough = model([], [vi("x", [2, 3])], [vi("x", [2, 3])])
+    assert list(load_onnx(passthrough).graph.output)[0].name == "x"
+    loop = helper.make_node("Loop", ["n", "c"], ["y"], name="loop", domain="ai.onnx")
+    with pytest.raises(UnsupportedGraph, match=r"^m\.onnx: node 'loop' is control flow \(Loop\), whose subgraphs"):
+        refuse_control_flow(model([loop], [vi("n", [])], [vi("y", [])]), "m.onnx")
