@@ -665,3 +665,11 @@ def test_a_reentrant_checkpoint_records_eagers_gradients_and_leaves_the_callers_
     eager.backward()
     torch.testing.assert_close(loss, eager.detach())
     torch.testing.assert_close(grads["fc.weight"], net.fc.weight.grad)
+
+
+def test_replay_leaves_the_recorded_buffers_as_they_were():
+    """Batch norm's step writes its running statistics in place: a replay writes into copies, not the trace's own."""
+    trace = record_training_step(nn.BatchNorm1d(3), (torch.randn(4, 3),), loss=lambda out: out.square().sum())
+    before = {k: v.clone() for k, v in trace.buffers.items()}
+    trace.replay()
+    assert all(torch.equal(trace.buffers[k], v) for k, v in before.items())
