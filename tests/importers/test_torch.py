@@ -991,3 +991,12 @@ def test_a_write_into_one_split_piece_leaves_the_readers_of_the_others_alone():
     edges = {(g.node_names[u], g.node_names[v]) for u, v in zip(g.edge_src, g.edge_dst)}
     assert ("root/sigmoid_", "root/mul") in edges and ("fc/addmm", "root/pow") in edges
     assert ("root/sigmoid_", "root/pow") not in edges
+
+
+def test_a_step_of_no_parameter_whose_input_requires_grad_is_imported():
+    """An input that requires grad is something to differentiate, where the module trains nothing: a step whose
+    backward computes the input's gradient (refused as "no trainable parameter" had the check read parameters
+    alone)."""
+    graph = from_module(nn.ReLU(), (torch.randn(3, 4, requires_grad=True),), loss=lambda o: o.sum())
+    assert graph.num_ops > 0 and (graph.phase == 1).any()  # a backward op: the input's gradient
+    assert not graph.param_bytes.any()  # and nothing to update
