@@ -182,6 +182,17 @@ def test_a_value_assigned_twice_is_malformed():
         from_onnx(model(nodes, [vi("x", [2])], [vi("y", [2])]))
 
 
+def test_optional_outputs_left_empty_by_two_nodes_are_no_value_assigned_twice():
+    """ONNX names an optional output left out ``""``: two Dropouts each leaving their mask out assign no value
+    twice (refused as "value '' is assigned twice" had every name been counted)."""
+    chained = chain_model(width=2)
+    nodes = [*chained.graph.node, helper.make_node("Dropout", ["r0"], ["h", ""], name="drop1"),
+             helper.make_node("Dropout", ["h"], ["y", ""], name="drop2")]
+    g = from_onnx(model(nodes, [vi("x", [8, 2])], [vi("y", [8, 2])], chained.graph.initializer))
+    assert g.num_ops == from_onnx(chained).num_ops  # (a Dropout that drops nothing is its input, as a view)
+    assert int((g.phase == UPDATE).sum()) == 2  # the weight's and the bias's
+
+
 def test_control_flow_is_refused_not_dropped():
     """An If's branches are subgraphs: importing without them gave an empty graph and exit 0."""
     branch = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["t"])], "then", [], [vi("t", [8, 4])])
