@@ -252,6 +252,58 @@ def short_ptb(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ptb, "random_knobs", lambda rng: {**drawn(rng), "steps": 3})
 
 
+@pytest.fixture(scope="session")
+def tiny_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pretraining YAML config over two tiny families of toy MLPs: seconds per run.
+
+    The pretraining tests share it (``tests/test_pretrain*.py``): the files of its folder are read, never changed.
+    """
+    import yaml
+
+    from gnplace.graph_io import save_graph
+
+    base = tmp_path_factory.mktemp("tiny")
+    for f, family in enumerate(("alpha", "beta")):
+        for i in range(3):
+            graph = mlp_training_graph(layers=2 + i, width=256 * (1 + f), batch=32)
+            graph.meta["family"] = family
+            save_graph(graph, base / "data" / family / f"{family}_{i}.gnpg")
+    config = {
+        "data": {"root": str(base / "data"), "families": ["alpha", "beta"], "val_per_family": 1,
+                 "presets": ["k80x2"], "random_clusters": 1, "val_clusters": ["k80x2"], "max_nodes": 50},
+        "schedule": {"iterations": 4, "pairs_per_step": 2, "steps_per_epoch": 2, "checkpoint_every_s": 60},
+        "learner": {"samples": 4, "epochs": 2, "imitation_steps": 1, "hidden": 16, "head": 8, "layers": 2,
+                    "elite": 1.0, "elite_target": "samples", "seed": 0},
+    }
+    path = base / "configs" / "tiny.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``tiny_run(*overrides)``: the folder of a run of the tiny config with those overrides, trained once a session.
+
+    Read it only: a test that resumes the run or changes its files takes a copy. Seven tests trained the same two
+    runs (the config's 4 iterations, and 2) nine times; the same config and seed write the same files
+    (``tests/test_pretrain.py``'s ``test_the_same_config_and_seed_give_the_same_policy``). Once a session (each
+    xdist worker's), not a module: ``test_pretrain.py`` and ``test_pretrain_resume.py`` read the same runs.
+    """
+    from gnplace.pretrain import load_pretrain_config, pretrain  # (Lightning's import: only where a test runs one)
+
+    made: dict[tuple[str, ...], Path] = {}
+
+    def run(*overrides: str) -> Path:
+        if overrides not in made:
+            out = tmp_path_factory.mktemp("tiny_run") / "run"
+            pretrain(load_pretrain_config(tiny_config, list(overrides)), out, progress=False)
+            made[overrides] = out
+        return made[overrides]
+
+    return run
+
+
 #: The revisions of ``auto``'s candidates (``auto`` declares none) that today's keys, digests and recipes carry:
 #: m_etf and m_sct 2 since 2026-11-30 (the ETF fix), and since 2026-12-04 (the memory repair's last resort) 3, with
 #: expert, heft and metis 1.

@@ -1,4 +1,6 @@
-"""Pretraining: the config, the pairs, a tiny run end to end, determinism, resume after a kill, DDP."""
+"""Pretraining end to end (:func:`gnplace.pretrain.pretrain`): a tiny run, what it refuses before any work,
+determinism, resume after a kill, DDP. Its pairs, callbacks and resume checks have test files of their own
+(``test_pretrain_pairs.py``, ``test_pretrain_callbacks.py``, ``test_pretrain_resume.py``)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,7 @@ import pytest
 import torch
 import yaml
 
-from gnplace.cluster import Cluster, load_cluster
-from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster, InvalidGraph
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidGraph
 from gnplace.graph import OpGraph
 from gnplace.graph_io import save_graph
 from gnplace.policy.checkpoint import load_policy
@@ -26,48 +27,6 @@ from gnplace.pretrain import load_pretrain_config, pretrain, pretrain_pairs
 from gnplace.toy import mlp_training_graph
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def tiny_config(tmp_path_factory) -> Path:
-    """A YAML config over two tiny families of toy MLPs: seconds per run."""
-    base = tmp_path_factory.mktemp("tiny")
-    for f, family in enumerate(("alpha", "beta")):
-        for i in range(3):
-            graph = mlp_training_graph(layers=2 + i, width=256 * (1 + f), batch=32)
-            graph.meta["family"] = family
-            save_graph(graph, base / "data" / family / f"{family}_{i}.gnpg")
-    config = {
-        "data": {"root": str(base / "data"), "families": ["alpha", "beta"], "val_per_family": 1,
-                 "presets": ["k80x2"], "random_clusters": 1, "val_clusters": ["k80x2"], "max_nodes": 50},
-        "schedule": {"iterations": 4, "pairs_per_step": 2, "steps_per_epoch": 2, "checkpoint_every_s": 60},
-        "learner": {"samples": 4, "epochs": 2, "imitation_steps": 1, "hidden": 16, "head": 8, "layers": 2,
-                    "elite": 1.0, "elite_target": "samples", "seed": 0},
-    }
-    path = base / "configs" / "tiny.yaml"
-    path.parent.mkdir()
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tiny_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    """``tiny_run(*overrides)``: the folder of a run of the tiny config with those overrides, trained once a module.
-
-    Read it only: a test that resumes the run or changes its files takes a copy (:func:`_copied`). Seven tests
-    trained the same two runs (the config's 4 iterations, and 2) nine times; the same config and seed write the
-    same files (:func:`test_the_same_config_and_seed_give_the_same_policy`).
-    """
-    made: dict[tuple[str, ...], Path] = {}
-
-    def run(*overrides: str) -> Path:
-        if overrides not in made:
-            out = tmp_path_factory.mktemp("tiny_run") / "run"
-            pretrain(load_pretrain_config(tiny_config, list(overrides)), out, progress=False)
-            made[overrides] = out
-        return made[overrides]
-
-    return run
 
 
 def _copied(run: Path, to: Path) -> Path:
@@ -78,30 +37,6 @@ def _copied(run: Path, to: Path) -> Path:
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_policy(path)[0].state_dict()
-
-
-def test_a_missing_data_root_is_one_line_naming_both_places_looked(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # neither the working directory nor the config's repository has it
-    with pytest.raises(InvalidArgument, match=r"data.root 'nowhere': no such folder in the working directory or at "
-                                              r".*nowhere; .*gnplace generate --family F --out nowhere/F"):
-        pretrain_pairs(load_pretrain_config(overrides=["data.root=nowhere"]))
-    (tmp_path / "nowhere").mkdir()  # the working directory's folder is read first: now a family is missing
-    with pytest.raises(Exception, match="nowhere/cifar10: no such graph file or folder"):
-        pretrain_pairs(load_pretrain_config(overrides=["data.root=nowhere"]))
-
-
-def test_pretraining_never_sees_a_test_graph_and_holds_out_validation_graphs():
-    pairs, val_pairs = pretrain_pairs(load_pretrain_config())
-    train_graphs = {Path(g).stem for g, _ in pairs}
-    val_graphs = {Path(g).stem for g, _ in val_pairs}
-    manifests = {f: json.loads((ROOT / "datasets" / f / "manifest.json").read_text()) for f in ("cifar10", "ptb", "nmt")}
-    test_graphs = {e["name"] for m in manifests.values() for e in m["graphs"] if e["split"] == "test"}
-    assert not (train_graphs | val_graphs) & test_graphs
-    assert not train_graphs & val_graphs and len(val_graphs) == 6 and len(train_graphs) == 66
-    clusters = {c.name for _, c in pairs}
-    assert {"k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"} < clusters
-    assert sum(name.startswith("rand") for name in clusters) == 12
-    assert all(isinstance(c, Cluster) for _, c in pairs)
 
 
 def test_a_tiny_run_validates_logs_and_exports_a_loadable_policy(tiny_config, tmp_path):
@@ -489,19 +424,6 @@ def test_ddp_with_two_cpu_processes_agrees_writes_a_loadable_checkpoint_and_resu
     assert json.loads((split / "ranks" / "rank1.json").read_text()) == ranks[1]
 
 
-def test_ranks_that_resumed_from_other_checkpoints_than_rank_0s_are_refused():
-    """A rank resuming from nothing or another checkpoint trained on beside rank 0 until their collectives disagreed."""
-    from gnplace.pretrain import check_resumed_together
-
-    check_resumed_together([("a/last.ckpt", "d", 2), ("b/last.ckpt", "d", 2)])  # a copy of rank 0's file
-    check_resumed_together([(None, None, 0), (None, None, 0)])  # a new run
-    with pytest.raises(InvalidCheckpoint, match=r"^rank 1 starts a new run where rank 0 resumes from a/last.ckpt "
-                                                r"\(iteration 2\): .*same --out on a shared filesystem"):
-        check_resumed_together([("a/last.ckpt", "d", 2), (None, None, 0)])
-    with pytest.raises(InvalidCheckpoint, match=r"^rank 2 resumes from c/last.ckpt \(iteration 1\) where rank 0"):
-        check_resumed_together([("a/last.ckpt", "d", 2), ("b/last.ckpt", "d", 2), ("c/last.ckpt", "e", 1)])
-
-
 @pytest.mark.slow  # about 25 s on 2 cores
 def test_two_nodes_with_their_own_out_refuse_a_resume_that_only_node_0_can_make(tiny_config, tmp_path):
     """Two machines emulated here (MASTER_ADDR, NODE_RANK), each with its own --out: rank 0 writes the checkpoint in
@@ -668,38 +590,6 @@ def test_a_run_stopped_mid_epoch_extends_to_the_run_of_that_many_iterations(tiny
     assert steps and all((step + 1) % 2 == 0 for step in steps)  # validated at iterations 4 and 6 (steps 3, 5)
 
 
-def test_the_constructor_config_trains_on_small_cifar10_graphs_and_imitates_searches():
-    config = load_pretrain_config(ROOT / "configs" / "constructor.yaml")
-    assert config.data.teacher_budget > 0 and config.learner.imitation_steps == config.schedule.iterations
-    pairs, val_pairs = pretrain_pairs(config)
-    from gnplace.graph_io import load_graph
-
-    assert pairs and all(load_graph(g).num_ops <= config.data.max_ops for g, _ in pairs)
-    held_out = {Path(g).name for g, _ in val_pairs}
-    assert held_out and not held_out & {Path(g).name for g, _ in pairs}  # max_ops never moves a graph out of held-out
-
-
-def test_val_left_out_validates_on_the_graphs_max_ops_leaves_out_and_trains_on_the_same_pairs():
-    config = load_pretrain_config(ROOT / "configs" / "constructor.yaml", ["data.val_left_out=false"])
-    pairs, val_pairs = pretrain_pairs(config)
-    more = load_pretrain_config(ROOT / "configs" / "constructor.yaml")
-    assert more.data.val_left_out  # both constructor configs validate so
-    same_pairs, more_val = pretrain_pairs(more)
-    from gnplace.graph_io import load_graph
-
-    def named(listed):
-        return [(g, c.name) for g, c in listed]
-
-    assert named(same_pairs) == named(pairs)
-    assert named(more_val[:len(val_pairs)]) == named(val_pairs)  # the held-out pairs first, as before
-    added = {g for g, _ in more_val[len(val_pairs):]}
-    trained = {g for g, _ in pairs}
-    every = {g for g, _ in more_val} | trained
-    assert added and not added & trained and all(load_graph(g).num_ops > config.data.max_ops for g in added)
-    assert len(every) == 24  # each of the 24 cifar10 training-split graphs is trained or validated on
-    assert {c.name for _, c in more_val} == set(config.data.val_clusters)
-
-
 def test_a_teacher_budget_imitates_the_searched_placements_kept_under_out(tiny_config, tmp_path):
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import load_graph
@@ -773,21 +663,6 @@ def test_a_named_cluster_that_a_graph_cannot_fit_is_refused_before_any_work(tiny
     assert not (tmp_path / "run" / "teacher").exists() and not (tmp_path / "run" / "logs").exists()
 
 
-def test_one_family_folder_named_twice_is_refused_not_drawn_twice(tiny_config, tmp_path):
-    """data.families=[mine, ./mine] (or a link to it) passed the check of names given twice: every pair twice."""
-    from gnplace.pretrain import pretrain_pairs
-
-    root = Path(yaml.safe_load(tiny_config.read_text())["data"]["root"])
-    shutil.copytree(root / "alpha", tmp_path / "data" / "mine")
-    (tmp_path / "data" / "link").symlink_to(tmp_path / "data" / "mine")
-    for second in ("./mine", "link"):
-        config = load_pretrain_config(tiny_config, [f"data.root={tmp_path / 'data'}", f"data.families=[mine,{second}]"])
-        with pytest.raises(InvalidArgument, match=rf"^data: families 'mine' and '{second}' are one folder \("):
-            pretrain_pairs(config)
-    config = load_pretrain_config(tiny_config, [f"data.root={tmp_path / 'data'}", "data.families=[mine]"])
-    assert len(pretrain_pairs(config)[0]) == 2 * 2  # 2 training graphs (one held out) on 2 clusters
-
-
 @pytest.mark.parametrize(("bad", "teacher"), [("a_bad.gnpg", []), ("z_bad.gnpg", ["data.teacher_budget=30"])])
 def test_a_family_file_that_is_no_graph_is_refused_before_the_searches_and_training(tiny_config, tmp_path, bad,
                                                                                       teacher):
@@ -839,17 +714,6 @@ def test_a_run_without_validation_names_no_best_checkpoint(tiny_config, tmp_path
     assert again["already_done"] and again["best"] is None
 
 
-def test_a_run_resumed_with_another_number_of_processes_is_refused(tiny_config, tiny_run):
-    from gnplace.pretrain import check_resumable
-
-    config = load_pretrain_config(tiny_config, ["schedule.iterations=2"])
-    last = tiny_run("schedule.iterations=2") / "checkpoints" / "last.ckpt"
-    assert check_resumable(last, config, processes=1) == 2
-    # each rank draws its own share of the pairs and keeps their state: 2 ranks cannot continue 1's run
-    with pytest.raises(InvalidCheckpoint, match=r"a run of 1 process, resumed with 2; resume it with as many"):
-        check_resumable(last, config, processes=2)
-
-
 @pytest.mark.parametrize("teacher", [[], ["data.teacher_budget=30", "data.random_clusters=0", "learner.imitation_steps=2"]])
 def test_resume_after_a_revision_of_autos_candidates_is_refused(
     tiny_config: Path, tiny_run: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -886,44 +750,6 @@ def test_resume_after_a_revision_of_autos_candidates_is_refused(
         pretrain(more, out, resume=True, progress=False)
     monkeypatch.undo()  # the revisions it started with: it resumes
     assert pretrain(more, out, resume=True, progress=False)["iterations"] == 3
-
-
-def test_the_pairs_digest_is_unchanged_while_no_revision_changed(
-    tiny_config: Path, monkeypatch: pytest.MonkeyPatch, auto_uses: dict[str, str],
-    revisions_of_before: Callable[[], None],
-) -> None:
-    """The digest of today's pairs, and without a placer revision the value runs made before recorded.
-
-    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) added their recipe to today's digests (2026-12-04: the memory
-    repair's revisions of every candidate); a recipe is added only where one changed, so that with auto's candidates
-    declaring none, as before, the digest is the one of before.
-    """
-    import hashlib
-
-    from gnplace.evaluate import file_digest
-    from gnplace.placers.m_etf import METFPlacer
-    from gnplace.pretrain import pairs_digest
-
-    pairs, val_pairs = pretrain_pairs(load_pretrain_config(tiny_config))
-    listed = [[[file_digest(g), c.fingerprint()] for g, c in group] for group in (pairs, val_pairs)]
-    recipe = {"recipe": {"uses": auto_uses}}
-    assert pairs_digest(pairs, val_pairs) == hashlib.sha256(json.dumps([*listed, recipe]).encode()).hexdigest()
-    today = pairs_digest(pairs, val_pairs, 30)
-    assert today == hashlib.sha256(json.dumps([*listed, {"teacher_budget": 30}, recipe]).encode()).hexdigest()
-    monkeypatch.setattr(METFPlacer, "revision", "4")  # the next one
-    assert pairs_digest(pairs, val_pairs, 30) != today
-    revisions_of_before()  # as before 2026-11-30: no recipe, the digests of before
-    assert pairs_digest(pairs, val_pairs) == hashlib.sha256(json.dumps(listed).encode()).hexdigest()
-    before = pairs_digest(pairs, val_pairs, 30)
-    assert before == hashlib.sha256(json.dumps([*listed, {"teacher_budget": 30}]).encode()).hexdigest()
-
-
-@pytest.mark.parametrize("key", ["presets", "val_clusters"])
-def test_an_unknown_cluster_of_the_config_names_its_key(key):
-    from gnplace.exceptions import InvalidCluster
-
-    with pytest.raises(InvalidCluster, match=f"^data.{key}: unknown cluster 'k80x9': give a YAML file or one of"):
-        pretrain_pairs(load_pretrain_config(overrides=[f"data.{key}=[k80x2, k80x9]"]))
 
 
 #: Where the model card's commands were run again from nothing, and the files they made there (sha256).
@@ -1037,47 +863,6 @@ def test_the_three_configs_make_the_three_shipped_files_on_this_machine(tmp_path
                           f"made: {json.dumps({name: digest for name, (digest, _) in files.items()})}")
 
 
-_RANK_OF_A_SPAWN = """
-import multiprocessing, sys, time
-
-def rank():
-    from gnplace.pretrain import EndWithLauncher
-
-    EndWithLauncher().setup(None, None, "fit")  # as in every rank that ddp_spawn starts
-    print("up", flush=True)
-    time.sleep(120)
-
-if __name__ == "__main__":
-    process = multiprocessing.get_context("spawn").Process(target=rank)
-    process.start()
-    print(process.pid, flush=True)
-    time.sleep(120)
-"""
-
-
-@pytest.mark.heavy
-def test_the_ranks_of_ddp_spawn_end_when_their_launcher_is_killed(tmp_path, process_alive):
-    """``kill LAUNCHER`` (SIGTERM) of a ddp_spawn run: its ranks trained on, orphaned, to the end of the run."""
-    script = tmp_path / "launcher.py"
-    script.write_text(_RANK_OF_A_SPAWN)
-    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])  # the script's folder is not ROOT
-    launcher = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                                env={**os.environ, "PYTHONPATH": path})
-    rank = 0
-    try:
-        assert launcher.stdout is not None
-        rank = int(launcher.stdout.readline())
-        assert launcher.stdout.readline().strip() == "up"  # the rank watches its launcher from here on
-        launcher.send_signal(signal.SIGTERM)
-        launcher.wait(timeout=30)
-        assert not process_alive(rank, within=10), "the rank outlived its launcher"
-    finally:
-        launcher.kill()
-        launcher.wait()
-        if rank and process_alive(rank):
-            os.kill(rank, signal.SIGKILL)
-
-
 @pytest.mark.heavy
 def test_ctrl_c_to_the_launcher_of_ddp_spawn_alone_stops_its_ranks_saved(tiny_config, tmp_path, process_alive):
     """``kill -INT LAUNCHER`` (a Ctrl-C that reaches the launcher alone): Lightning stopped the launcher without a
@@ -1171,79 +956,6 @@ def test_ddp_rank_0_in_the_callers_process_gives_back_its_thread_settings(tiny_c
                           text=True, timeout=300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == "after 2 2 None"  # numba's count and OMP_NUM_THREADS as they were
-
-
-def test_every_rank_trains_on_one_thread_whatever_the_launcher_gives(tiny_config, tmp_path, monkeypatch):
-    """Lightning's launcher set cores // ranks threads in each rank (OMP_NUM_THREADS unset), after pretrain set one:
-    a two-machine run on 2-core hosts trained on two threads, and its checkpoint differed from one host's."""
-    import lightning.fabric.utilities.distributed as distributed
-
-    from gnplace.train import PlacementLearner
-
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(distributed, "_num_cpus_available", lambda: 4)  # a 4-core machine: 4 threads for one rank
-    seen: list[int] = []
-    step = PlacementLearner.training_step
-
-    def counting(self, *args, **kwargs):
-        seen.append(torch.get_num_threads())
-        return step(self, *args, **kwargs)
-
-    monkeypatch.setattr(PlacementLearner, "training_step", counting)
-    before = torch.get_num_threads()
-    torch.set_num_threads(3)  # the caller's own count, not the one thread the ranks train on
-    try:
-        pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), tmp_path / "run", devices=1,
-                 strategy="ddp", progress=False)
-        assert seen and set(seen) == {1}
-        assert torch.get_num_threads() == 3  # the caller's count back
-    finally:
-        torch.set_num_threads(before)
-
-
-def test_a_cluster_file_named_relative_to_the_config_repository_is_found_from_another_folder(tiny_config, tmp_path,
-                                                                                           monkeypatch):
-    base = tiny_config.parent.parent  # the config's repository, where data.root's relative paths start as well
-    (base / "clusters").mkdir(exist_ok=True)
-    (base / "clusters" / "two.yaml").write_text((ROOT / "gnplace" / "clusters" / "k80x2.yaml").read_text())
-    monkeypatch.chdir(tmp_path)  # not the repository: the file is not in the working folder
-    config = load_pretrain_config(tiny_config, ["data.presets=[clusters/two.yaml]",
-                                                "data.val_clusters=[clusters/two.yaml]"])
-    pairs, val_pairs = pretrain_pairs(config)
-    assert {c.name for _, c in pairs[:1] + val_pairs} == {load_cluster("k80x2").name}
-    (tmp_path / "clusters").mkdir()  # the working folder's file goes first, as data.root's folder does
-    (tmp_path / "clusters" / "two.yaml").write_text("not: [a cluster")
-    with pytest.raises(InvalidCluster, match="data.presets: clusters/two.yaml"):
-        pretrain_pairs(config)
-
-
-def test_a_rank_digest_that_cannot_be_written_leaves_the_one_before(tmp_path, monkeypatch):
-    """``ranks/rank<r>.json`` was written in place: a disk that filled up mid-write left half a JSON document."""
-    import errno
-    import pathlib
-    from types import SimpleNamespace
-
-    from gnplace.pretrain import RankDigest
-
-    trainer = SimpleNamespace(world_size=2, global_rank=1)
-    torch.manual_seed(0)
-    module = SimpleNamespace(policy=torch.nn.Linear(3, 2), iteration=4)
-    RankDigest(tmp_path / "ranks").on_train_end(trainer, module)
-    before = (tmp_path / "ranks" / "rank1.json").read_bytes()
-    assert json.loads(before)["iteration"] == 4
-
-    def half_then_full(self, data, *args, **kwargs):
-        with open(self, "wb" if isinstance(data, bytes) else "w") as file:
-            file.write(data[:len(data) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device", str(self))
-
-    monkeypatch.setattr(pathlib.Path, "write_text", half_then_full)
-    monkeypatch.setattr(pathlib.Path, "write_bytes", half_then_full)
-    module.iteration = 5
-    with pytest.raises(OSError, match="No space left"):
-        RankDigest(tmp_path / "ranks").on_train_end(trainer, module)
-    assert [p.name for p in (tmp_path / "ranks").iterdir()] == ["rank1.json"]  # no .tmp left either
-    assert (tmp_path / "ranks" / "rank1.json").read_bytes() == before
 
 
 #: A caller's script that pretrains 3 ranks under ddp on a machine of any cores (CONFIG OUT DUMP [ITERATIONS]
@@ -1373,31 +1085,3 @@ def test_three_ranks_stopped_and_resumed_are_the_run_not_stopped(tiny_config, tm
     assert (tmp_path / "split" / "policy.ckpt").read_bytes() == (tmp_path / "whole" / "policy.ckpt").read_bytes()
 
 
-def test_best_ckpt_is_chosen_by_the_best_of_the_samples_where_validation_draws_them(tmp_path):
-    """The module docstring said validation logs the greedy placements' ``val/greedy_vs_auto`` and best.ckpt follows
-    "the held-out geometric mean"; where validation draws ``learner.val_samples`` (the shipped recipe's 32),
-    ``val/best_vs_auto`` chooses it, which neither it nor ``on_validation_end``'s docstring named."""
-    from types import SimpleNamespace
-
-    import gnplace.pretrain as pretrain_module
-    from gnplace.policy.gnn import PlacementPolicy
-
-    exporter = pretrain_module.ExportPolicy(tmp_path / "policy.ckpt", pretrain_module.PretrainConfig())
-    trainer = SimpleNamespace(sanity_checking=False, global_rank=0, world_size=1)
-    for iteration, greedy, best in ((50, 0.95, 0.93), (100, 0.94, 0.97)):  # greedy better later, the samples' worse
-        module = SimpleNamespace(policy=PlacementPolicy(), iteration=iteration,
-                                 last_validation={"val/greedy_vs_auto": greedy, "val/best_vs_auto": best})
-        exporter.on_validation_end(trainer, module)
-    assert exporter.best_score == 0.93 and load_policy(tmp_path / "best.ckpt")[1]["iterations"] == 50
-    doc = " ".join((pretrain_module.__doc__ or "").split())
-    assert "``OUT/best.ckpt`` whenever the held-out geometric mean improves (``val/best_vs_auto`` where" in doc
-    assert "``val/best_vs_auto``" in (pretrain_module.ExportPolicy.on_validation_end.__doc__ or "")
-
-
-def test_a_family_of_no_more_graphs_than_it_holds_out_is_refused(tiny_config):
-    """Three graphs with val_per_family 3 leave none to train on: refused by the family, not trained without it."""
-    with pytest.raises(InvalidArgument, match=r"^family 'alpha': 3 training graphs, cannot hold out 3$"):
-        pretrain_pairs(load_pretrain_config(tiny_config, ["data.val_per_family=3"]))
-    pairs, val_pairs = pretrain_pairs(load_pretrain_config(tiny_config, ["data.val_per_family=2"]))
-    assert sorted({Path(g).stem for g, _ in pairs}) == ["alpha_0", "beta_0"]  # the last ones are held out
-    assert sorted({Path(g).stem for g, _ in val_pairs}) == ["alpha_1", "alpha_2", "beta_1", "beta_2"]

@@ -212,8 +212,8 @@ def _print_summary(summary: dict[str, Any], export: str | None) -> None:
 
     done = "had finished before: nothing trained" if summary["already_done"] else "done"
     # the run's seconds as every time of the CLI's ("in 20.0 s" was by hand); None where neither a finished run's
-    # last.ckpt nor its policy.ckpt holds its wall time (pretrain._finished): that raised "unsupported format
-    # string passed to NoneType.__format__"
+    # last.ckpt nor its policy.ckpt holds its wall time (pretrain_resume.finished_summary): that raised "unsupported
+    # format string passed to NoneType.__format__"
     seconds = summary["wall_seconds"]
     took = f" in {format_seconds(seconds)}" if seconds is not None else \
         " (its wall time is unknown: its checkpoints hold none)"

@@ -463,9 +463,9 @@ def _policy_config(raw: Any, path: Path) -> PolicyConfig:
 def pretraining_state(data: dict[str, Any]) -> dict[str, Any]:
     """What a pretraining run keeps in its Lightning checkpoint ``data`` beside the weights, or ``{}``.
 
-    The state of its exporter callback (:class:`gnplace.pretrain.ExportPolicy`): the run's ``config``,
+    The state of its exporter callback (:class:`gnplace.pretrain_callbacks.ExportPolicy`): the run's ``config``,
     its ``elapsed`` wall seconds, its ``best_score``, its ``pairs`` digest and the ``recipe`` of its imitation
-    targets (:func:`gnplace.pretrain.imitation_recipe`; absent in runs made before it was kept).
+    targets (:func:`gnplace.pretrain_pairs.imitation_recipe`; absent in runs made before it was kept).
     """
     callbacks = data.get("callbacks")
     states = callbacks.values() if isinstance(callbacks, dict) else []

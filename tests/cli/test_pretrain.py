@@ -293,7 +293,7 @@ def test_a_summary_without_a_best_checkpoint_does_not_deny_the_validation_it_sho
 
 def test_the_summary_prints_the_runs_wall_time_as_the_cli_prints_times_and_says_when_it_is_unknown(capsys):
     """It printed "in 20.0 s" by hand where every other time of the CLI is units.format_seconds's, and raised a
-    TypeError on the None wall time of a finished run whose checkpoints hold none (pretrain._finished)."""
+    TypeError on the None wall time of a finished run whose checkpoints hold none (pretrain_resume.finished_summary)."""
     from gnplace.cli.pretrain import _print_summary
 
     summary = {"already_done": False, "iterations": 2, "wall_seconds": 0.04, "policy": "out/policy.ckpt",

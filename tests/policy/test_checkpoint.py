@@ -383,7 +383,7 @@ def test_one_predicate_tells_a_training_runs_checkpoint():
     import inspect
 
     import gnplace.cli.common
-    import gnplace.pretrain
+    import gnplace.pretrain_resume
     import gnplace.rl.search
     from gnplace.policy import checkpoint
     from gnplace.policy.checkpoint import FORMAT, is_training_checkpoint
@@ -392,7 +392,7 @@ def test_one_predicate_tells_a_training_runs_checkpoint():
     assert not is_training_checkpoint({"format": FORMAT, "state_dict": {}, "meta": {}})
     assert not is_training_checkpoint({"state_dict": [], "gnplace": {}})
     assert not is_training_checkpoint({"state_dict": {}, "gnplace": None})
-    for module in (checkpoint, gnplace.cli.common, gnplace.pretrain, gnplace.rl.search):
+    for module in (checkpoint, gnplace.cli.common, gnplace.pretrain_resume, gnplace.rl.search):
         source = inspect.getsource(module)
         assert source.count('isinstance(data.get("gnplace"), dict)') == (module is checkpoint), module.__name__
 
