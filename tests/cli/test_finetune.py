@@ -181,7 +181,7 @@ def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_pa
     out = tmp_path / "run"
     script = tmp_path / "interrupted.py"
     script.write_text(_CTRL_C_IN_ITERATION_2)
-    command = [sys.executable, str(script), str(graph), "-c", "k80x4", "--budget", "1000",
+    command = [sys.executable, str(script), str(graph), "-c", "k80x4", "--budget", "200",
                "--samples", "8", "--epochs", "1", "--checkpoint-every", "3600", "-o", str(out), "--json"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's
@@ -192,7 +192,7 @@ def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_pa
     assert saved > 0 and not (out / "summary.json").exists()
     capsys.readouterr()
     assert main(["finetune", *command[2:], "--resume"]) == 0  # in this process: only the interrupted run needs one
-    assert json.loads(capsys.readouterr().out)["evaluations"] == 1000
+    assert json.loads(capsys.readouterr().out)["evaluations"] == 200
 
 
 @pytest.mark.heavy
