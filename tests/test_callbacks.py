@@ -602,18 +602,22 @@ if __name__ == "__main__":
     from gnplace.callbacks import QuietSpawnedRanks
     context = multiprocessing.get_context("spawn")
     queue = context.SimpleQueue()
-    p = context.Process(target=rank, args=(QuietSpawnedRanks() if sys.argv[1] == "1" else None, queue))
-    p.start()
-    p.join()
+    for callback in (None, QuietSpawnedRanks()):  # a rank given none first, before the launcher made one
+        p = context.Process(target=rank, args=(callback, queue))
+        p.start()
+        p.join()
     pickle.loads(pickle.dumps(QuietSpawnedRanks()))  # in the launcher: nothing silenced
-    print(queue.get(), logging.getLogger("lightning.pytorch").getEffectiveLevel())
+    print(queue.get(), queue.get(), logging.getLogger("lightning.pytorch").getEffectiveLevel())
 """
 
 
 def test_a_spawned_rank_is_silenced_as_it_unpickles_the_trainer(tmp_path):
     """The ranks of ``pretrain --strategy ddp_spawn`` printed Lightning's banner ("Initializing distributed:
     GLOBAL_RANK: 1, MEMBER: 2/2"), a deprecation warning of its own and advice on sync_dist: they run Lightning's
-    code alone, and the banner comes before any callback hook. The callback silences a rank as it is unpickled."""
+    code alone, and the banner comes before any callback hook. The callback silences a rank as it is unpickled.
+
+    One launcher spawns both ranks (each a process of its own, as a launcher's of two runs was): its start-up,
+    Lightning's import, was most of the test's time."""
     import logging
     import subprocess
     import sys
@@ -621,17 +625,12 @@ def test_a_spawned_rank_is_silenced_as_it_unpickles_the_trainer(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(_UNPICKLED_IN_A_RANK)
     root = Path(__file__).resolve().parents[1]
-
-    def levels(callback: str) -> list[int]:
-        done = subprocess.run([sys.executable, str(script), callback], capture_output=True, text=True, timeout=120,
-                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                  [str(root), os.environ.get("PYTHONPATH", "")])})
-        assert done.returncode == 0, done.stderr[-2000:]
-        return [int(level) for level in done.stdout.split()]
-
-    rank, launcher = levels("1")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])})
+    assert done.returncode == 0, done.stderr[-2000:]
+    without, rank, launcher = (int(level) for level in done.stdout.split())
     assert rank == logging.ERROR and launcher < logging.ERROR
-    assert levels("0")[0] < logging.ERROR  # a rank given none prints Lightning's lines
+    assert without < logging.ERROR  # a rank given none prints Lightning's lines
 
 
 class _WaitsInSanityCheck(BoringModel):
