@@ -954,6 +954,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.heavy  # two processes each importing Lightning: 20 s alone, a worker's last test if left late
 def test_ddp_rank_0_in_the_callers_process_gives_back_its_thread_settings(tiny_config, tmp_path):
     """The two ranks share the cores (one thread each on two): the caller, rank 0, kept that for the rest of its life."""
     script = tmp_path / "caller.py"
