@@ -33,6 +33,14 @@ def test_every_benchmark_module_has_its_test_file():
     assert not missing, f"benchmark modules without tests/benchmarks/test_<name>.py: {missing}"
 
 
+def test_every_reporting_module_has_its_test_file():
+    """``scripts/reporting/<mod>.py`` (the benchmark report's jobs) -> ``tests/reporting/test_<mod>.py``."""
+    modules = [p for p in sorted((ROOT / "scripts" / "reporting").glob("*.py")) if p.name != "__init__.py"]
+    assert len(modules) >= 12
+    missing = [m.name for m in modules if not (ROOT / "tests" / "reporting" / f"test_{m.stem}.py").is_file()]
+    assert not missing, f"reporting modules without tests/reporting/test_<name>.py: {missing}"
+
+
 def test_import_gnplace_and_the_non_learned_placers_stay_light():
     """``import gnplace`` and every non-learned placer never import torch-geometric or Lightning (nor torch), and
     ``gnplace place`` of a graph file does not import onnx either (1.3 s: it did, for ``--input-shape``'s parser)."""

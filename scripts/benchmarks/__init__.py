@@ -3,7 +3,8 @@
 Each module's ``add_parsers(sub)`` adds its subcommands to ``bench.py``'s parser; a subcommand's
 handler (``args.handler``) runs it, prints its figures and returns the exit status, and its
 docstring is the subcommand's ``--help``. The ``bench_*`` functions return the rows (tests call
-them); ``scripts/report.py`` shares :mod:`benchmarks.common`'s graphs and learning-curve readers.
+them); ``scripts/report.py`` (its jobs in ``scripts/reporting/``) shares :mod:`benchmarks.common`'s graphs and
+learning-curve readers.
 
 - :mod:`benchmarks.speed`: the simulator, the PyTorch importer and coarsening at scale;
 - :mod:`benchmarks.heuristics`: the fast placers against the exact one, and their speed;

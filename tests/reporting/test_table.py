@@ -1,0 +1,38 @@
+"""``scripts/reporting/table.py``: section 1, every placer through ``gnplace.evaluate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_section_one_summarises_this_runs_tasks_alone(tmp_path, load_script):
+    """An earlier run's rows of another placer stay in the folder: they are neither rows nor the best of this table."""
+    from gnplace.evaluate import Task, evaluate
+    from gnplace.evaluate_summary import summarise
+
+    table = load_script("reporting.table")
+    graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    evaluate([Task(graph, "k80x2", "single"), Task(graph, "k80x2", "heft")], tmp_path)  # the earlier run
+    tasks = [Task(graph, "k80x2", "single")]
+    rows = evaluate(tasks, tmp_path)
+    assert len(rows) == 2  # the folder's rows: the other placer's too
+    (line,) = summarise(table.rows_of(tasks, rows))
+    assert line["placer"] == "single" and line["vs_best"] == 1.0 and line["best_count"] == 1
+
+
+def test_section_one_prints_each_placement_and_what_an_earlier_run_saved(tmp_path, load_script, capsys):
+    """Section 1 (a thousand placements in a full report) says how many are saved and each one as it finishes."""
+    from gnplace.evaluate import Task
+
+    table = load_script("reporting.table")
+    graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    tasks = [Task(graph, "k80x2", "single"), Task(graph, "k80x2", "heft"), Task(graph, "k80x2", "single")]
+    assert len(table.table_placements(tasks, tmp_path, 1)) == 2
+    out = capsys.readouterr().out
+    assert "[report] section 1: 0 saved, 2 to run" in out
+    assert "[report] section 1 1/2: mlp1x8w6144b256|k80x2|single" in out and "section 1 2/2: " in out
+    rows = table.table_placements([*tasks, Task(graph, "k80x2", "m_etf")], tmp_path, 1)
+    out = capsys.readouterr().out
+    assert len(rows) == 3 and "section 1: 2 saved, 1 to run" in out and "section 1 1/1: mlp1x8w6144b256|k80x2|m_etf" in out
