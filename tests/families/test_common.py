@@ -1,4 +1,4 @@
-"""Helpers shared by the family samplers: knob checks and log-uniform draws (seeded torch: ``tests/test_seed.py``)."""
+"""Family sampler helpers: knob checks, size caps, log-uniform draws (seeded torch: tests/test_seed.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from gnplace.exceptions import InvalidArgument, UnknownName
-from gnplace.families._common import check_bool, check_choice, check_int, check_probability, log_uniform_int
+from gnplace.families._common import (
+    SizeEstimate,
+    check_bool,
+    check_choice,
+    check_int,
+    check_probability,
+    check_size,
+    log_uniform_int,
+)
 
 
 # ---------------------------------------------------------------------------------- check_int
@@ -136,3 +144,22 @@ def test_check_int_names_the_cap_a_value_is_past():
     with pytest.raises(InvalidArgument, match=r"^knob 'layers' must be an integer >= 1, got 2.5$"):
         check_int("layers", 2.5, 1, 10_000, cap="cifar10.MAX_LAYERS")
     assert check_int("layers", 10_000, 1, 10_000, cap="cifar10.MAX_LAYERS") == 10_000
+
+
+# ---------------------------------------------------------------------------------- check_size
+def test_check_size_passes_a_size_at_both_caps_as_it_is():
+    # 1,000,000 ops and 16 GiB (2**34 = 17,179,869,184 bytes) are still allowed; the size comes back unchanged
+    at_caps = SizeEstimate(ops=1_000_000, param_bytes=17_179_869_184)
+    assert check_size("nmt", {"units": 8192}, at_caps) == SizeEstimate(ops=1_000_000, param_bytes=17_179_869_184)
+
+
+def test_check_size_refuses_one_op_or_one_parameter_byte_past_its_cap():
+    # the parameter cap had no test: a check_size without it, or with a cap of 15 or 32 GiB, passed
+    ops = (r"^ptb knobs steps=10 would build a training graph of up to 1,000,001 ops, past the cap of 1,000,000 "
+           r"\(gnplace\.families\.MAX_GRAPH_OPS\): lower them$")
+    with pytest.raises(InvalidArgument, match=ops):
+        check_size("ptb", {"steps": 10}, SizeEstimate(ops=1_000_001, param_bytes=0))
+    params = (r"^nmt knobs units=8192, layers=4 would build up to 17,179,869,185 bytes of parameters, past the cap of "
+              r"17,179,869,184 \(gnplace\.families\.MAX_PARAM_BYTES\): lower them$")
+    with pytest.raises(InvalidArgument, match=params):
+        check_size("nmt", {"units": 8192, "layers": 4}, SizeEstimate(ops=1, param_bytes=17_179_869_185))
