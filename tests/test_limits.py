@@ -14,6 +14,7 @@ import io
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -544,8 +545,81 @@ def test_the_module_table_gives_each_limit_its_value():
                 "MIN_RATE": 1000, "MAX_WIDTH": 8192, "MAX_LAYERS": 64, "MAX_DRAWN": 16384, "MAX_BUDGET": 10**9,
                 "MAX_EPOCHS": 1000, "MIN_INFLATED": 64 * 2**20}
     assert set(table) == set(expected) - {"MIN_INFLATED"} | {"MAX_SECONDS"}
+    # outside the table, each beside what it limits: a mutant of either (1e-5, 86,401) passed every test
+    assert limits.MIN_TEMPERATURE == 1e-6 and limits.MAX_TIMEOUT_S == 86_400
     for name, value in expected.items():
         assert getattr(limits, name) == value, name
     assert limits.MAX_SECONDS == limits.MAX_COUNT / limits.MIN_RATE
     assert table["MAX_NODES"].startswith("20,000,000 ") and table["MAX_EDGES"].startswith("100,000,000 ")
     assert table["MAX_INFLATION"].startswith("100 times") and "(64 MiB)" in table["MAX_INFLATION"]
+
+
+def test_read_file_refuses_a_file_past_the_limit_by_its_size_before_reading(tmp_path, monkeypatch):
+    """The size check had no test (a read_file without it, or refusing a file of the limit itself, passed)."""
+    import gnplace.limits as limits
+    from gnplace.limits import read_file
+
+    huge = tmp_path / "huge.gnpg"
+    with huge.open("wb") as f:
+        f.truncate(4 * 2**30 + 1)  # sparse: no disk used, and reading it would take 4 GiB
+    with monkeypatch.context() as patch, pytest.raises(InvalidGraph, match=r"^.*huge\.gnpg: 4294967297 bytes is over "
+                                                                          r"the limit of 4294967296 for a graph file$"):
+        patch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"{self} was read"))
+        read_file(huge, InvalidGraph, "graph file")
+    monkeypatch.setattr(limits, "MAX_FILE_BYTES", 10)
+    (tmp_path / "ten").write_bytes(b"0123456789")
+    assert read_file(tmp_path / "ten", InvalidGraph, "graph file") == b"0123456789"  # the limit itself is read
+    (tmp_path / "eleven").write_bytes(b"0123456789A")
+    with pytest.raises(InvalidGraph, match=r"eleven: 11 bytes is over the limit of 10 for a graph file$"):
+        read_file(tmp_path / "eleven", InvalidGraph, "graph file")
+
+
+def test_gunzip_reads_up_to_its_limit_and_names_the_limit_one_byte_past_it(monkeypatch):
+    """Data of exactly the limit is read, one member or several; one byte more is the gzip-bomb refusal (a mutant
+    refusing the limit itself, and one reading a byte less than the limit plus one, which then said 'truncated
+    compressed data', passed)."""
+    import gnplace.limits as limits
+
+    monkeypatch.setattr(limits, "MAX_TEXT_BYTES", 1000)
+    assert gunzip(gzip.compress(b"0" * 1000), InvalidGraph, "g.gnpg") == b"0" * 1000
+    assert gunzip(gzip.compress(b"0" * 600) + gzip.compress(b"1" * 400), InvalidGraph, "g.gnpg") == \
+        b"0" * 600 + b"1" * 400
+    for packed in (gzip.compress(b"0" * 1001), gzip.compress(b"0" * 600) + gzip.compress(b"1" * 401)):
+        with pytest.raises(InvalidGraph, match=r"^g.gnpg: decompresses to more than 1000 bytes, the limit for "):
+            gunzip(packed, InvalidGraph, "g.gnpg")
+
+
+def test_gunzip_reads_no_more_of_a_member_after_members_that_reached_the_limit(monkeypatch):
+    """A first member of exactly the limit leaves room for 0 bytes, and zlib reads a max_length of 0 as no limit: a
+    second member is read one byte into it, never whole (5 MB of zeros here, in 5 KB)."""
+    import tracemalloc
+
+    import gnplace.limits as limits
+
+    monkeypatch.setattr(limits, "MAX_TEXT_BYTES", 1000)
+    packed = gzip.compress(b"0" * 1000) + gzip.compress(b"0" * 5_000_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidGraph, match=r"^g.gnpg: decompresses to more than 1000 bytes"):
+            gunzip(packed, InvalidGraph, "g.gnpg")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1, 0.0, 86_400.5, 86_401, float("nan"), float("inf"), True, "60", None])
+def test_check_timeout_refuses_what_is_no_number_of_seconds_above_0_and_at_most_a_day(timeout_s):
+    from gnplace.limits import check_timeout
+
+    message = rf"^timeout_s must be a number of seconds above 0 and at most 86,400, got {re.escape(repr(timeout_s))}$"
+    with pytest.raises(InvalidArgument, match=message):
+        check_timeout(timeout_s)
+
+
+def test_check_timeout_takes_a_day_and_a_fraction_of_a_second_as_floats():
+    from gnplace.limits import check_timeout
+
+    for timeout_s, seconds in [(86_400, 86_400.0), (0.001, 0.001), (np.float32(0.5), 0.5), (np.int64(60), 60.0)]:
+        out = check_timeout(timeout_s)
+        assert out == seconds and type(out) is float
