@@ -141,3 +141,68 @@ def test_a_manifest_folder_with_no_graph_of_the_split_says_nothing_of_its_json_f
     (folder / "notes.json").write_text("{}")
     with pytest.raises(GnplaceError, match=r"data: no graphs \(split 'test'\)$"):
         collect_graphs(folder, split="test")
+
+
+def test_a_folder_of_json_graphs_only_is_refused_without_a_warning_of_them(graphs, tmp_path):
+    """The note of the refusal says it; a warning that they were left out, then the refusal, said it twice (a mutant
+    looking for them where no *.gnpg was found passed)."""
+    import warnings
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("a", "b"):
+        save_graph(load_graph(graphs / "mlp2.gnpg"), folder / f"{name}.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(GnplaceError, match=r"mine: no graphs \(split 'all'\): a folder's graphs are its \*\.gnpg "
+                                               r"files, and its 2 \.json files are read only where named one by one"):
+            collect_graphs(folder)
+
+
+def test_a_folder_named_like_a_json_file_is_no_json_file_to_note(tmp_path):
+    folder = tmp_path / "mine"
+    (folder / "old.json").mkdir(parents=True)
+    with pytest.raises(GnplaceError, match=r"mine: no graphs \(split 'all'\)$"):
+        collect_graphs(folder)
+
+
+def test_the_json_files_beside_graphs_are_read_only_where_regular_and_a_deep_one_is_no_graph(graphs, monkeypatch):
+    """A pipe named p.json beside the graphs was read (a wait for a writer, forever); JSON nested past the parser's
+    recursion was a RecursionError out of collect_graphs."""
+    import os
+    import warnings
+    from pathlib import Path
+
+    os.mkfifo(graphs / "p.json")
+    (graphs / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read(self) if self.is_file() else pytest.fail(f"read {self}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert collect_graphs(graphs) == [graphs / "mlp2.gnpg", graphs / "mlp3.gnpg"]
+
+
+def test_a_missing_path_with_a_colon_inside_gets_no_module_factory_hint(tmp_path):
+    with pytest.raises(GnplaceError, match=r"run:3/g\.gnpg: no such graph file or folder$"):
+        collect_graphs([str(tmp_path / "run:3" / "g.gnpg")])
+
+
+@pytest.mark.parametrize(("graphs_listed", "message"), [
+    (5, r"'graphs' must be a list of entries, got int$"),
+    ({"file": "mlp2.gnpg"}, r"'graphs' must be a list of entries, got dict$"),
+    ([{"file": ""}], r"graph entry 0 needs a 'file' name \(a string\), got \{'file': ''\}$"),
+    ([{"file": "mlp2.gnpg"}, {"file": 5}], r"graph entry 1 needs a 'file' name \(a string\), got \{'file': 5\}$"),
+])
+def test_a_manifest_whose_graphs_are_no_list_of_file_names_is_one_invalid_graph(graphs, graphs_listed, message):
+    """An int for ``graphs`` or for a file name was a TypeError; an empty name was the folder itself."""
+    (graphs / "manifest.json").write_text(json.dumps({"format": "gnplace-dataset", "graphs": graphs_listed}))
+    with pytest.raises(InvalidGraph, match=r"manifest\.json: " + message):
+        collect_graphs(graphs)
+
+
+def test_a_graph_a_manifest_lists_that_is_gone_is_missing_not_invalid(graphs):
+    """As documented: a path that does not exist is a GnplaceError; InvalidGraph is for a folder or a device."""
+    (graphs / "manifest.json").write_text(json.dumps({"format": "gnplace-dataset", "graphs": [{"file": "gone.gnpg"}]}))
+    with pytest.raises(GnplaceError) as info:
+        collect_graphs(graphs)
+    assert type(info.value) is GnplaceError
