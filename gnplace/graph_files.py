@@ -120,8 +120,8 @@ def _json_graphs_note(folder: Path) -> str:
     count = sum(1 for f in folder.glob("*.json") if f.is_file()) if not (folder / "manifest.json").exists() else 0
     if not count:
         return ""
-    files = f"its {count} .json file{'s' if count != 1 else ''}"
-    return (f": a folder's graphs are its *.gnpg files, and {files} are read only where named one by one "
+    files = f"its {count} .json file{'s are' if count != 1 else ' is'}"
+    return (f": a folder's graphs are its *.gnpg files, and {files} read only where named one by one "
             "(or saved as .gnpg)")
 
 

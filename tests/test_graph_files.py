@@ -206,3 +206,14 @@ def test_a_graph_a_manifest_lists_that_is_gone_is_missing_not_invalid(graphs):
     with pytest.raises(GnplaceError) as info:
         collect_graphs(graphs)
     assert type(info.value) is GnplaceError
+
+
+def test_the_note_on_one_json_file_says_it_is_read_where_named(graphs, tmp_path):
+    """It said "its 1 .json file are read only where named"."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    save_graph(load_graph(graphs / "mlp2.gnpg"), folder / "a.json")
+    with pytest.raises(GnplaceError, match=r"mine: no graphs \(split 'all'\): a folder's graphs are its \*\.gnpg files, "
+                                           r"and its 1 \.json file is read only where named one by one \(or saved as "
+                                           r"\.gnpg\)$"):
+        collect_graphs(folder)
