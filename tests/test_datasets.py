@@ -536,3 +536,38 @@ def test_the_test_split_is_the_first_quarter_of_the_seeds_permutation(tmp_path, 
         manifest = load_manifest(ROOT / "datasets" / family)
         shipped = [i for i, e in enumerate(manifest["graphs"]) if e["split"] == "test"]
         assert shipped == sorted(np.random.default_rng(manifest["seed"]).permutation(32)[:8].tolist()), family
+
+
+def _drawn_sizes(monkeypatch, sizes):
+    """generate_graph("ptb", ...)'s draws made chains of ``sizes`` ops in turn (no module is built or imported)."""
+    import gnplace.importers.torch as importers
+    from gnplace.families import ptb
+    from gnplace.toy import chain_graph
+
+    draws = iter(sizes)
+    monkeypatch.setattr(ptb, "random_knobs", lambda rng: {})
+    monkeypatch.setattr(ptb, "sample", lambda rng, **knobs: (None, None))
+    monkeypatch.setattr(importers, "from_module", lambda model, inputs, **kwargs: chain_graph(next(draws)))
+
+
+@pytest.mark.parametrize("sizes, kept", [([199, 200], 200), ([5001, 5000], 5000), ([5001, 4999, 5000], 4999)])
+def test_generate_graph_keeps_the_first_draw_from_200_to_5000_ops_both_included(sizes, kept, monkeypatch):
+    """The documented default range [200, 5000] (the shipped datasets' sizes), its ends included (mutants of either
+    end, or of a max_ops of 5001, passed)."""
+    _drawn_sizes(monkeypatch, sizes)
+    assert generate_graph("ptb", 0)[0].num_ops == kept
+
+
+def test_generate_graph_gives_up_after_20_draws_by_default(monkeypatch):
+    _drawn_sizes(monkeypatch, [100] * 20 + [300])
+    with pytest.raises(GnplaceError, match=r"^ptb: no graph with 200\.\.5000 ops in 20 draws for index 4$"):
+        generate_graph("ptb", 4)
+    _drawn_sizes(monkeypatch, [100] * 19 + [300])
+    assert generate_graph("ptb", 4)[0].num_ops == 300
+
+
+@pytest.mark.parametrize("count", [0, 1_000_001, 2.0, True])
+def test_a_count_from_1_to_a_million_graphs_is_asked_before_anything_is_drawn(count, tmp_path):
+    with pytest.raises(InvalidArgument, match=rf"^count must be a whole number from 1 to 1,000,000, got {count!r}$"):
+        generate_dataset("ptb", count, tmp_path / "d")
+    assert not (tmp_path / "d").exists()
