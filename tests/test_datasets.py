@@ -571,3 +571,41 @@ def test_a_count_from_1_to_a_million_graphs_is_asked_before_anything_is_drawn(co
     with pytest.raises(InvalidArgument, match=rf"^count must be a whole number from 1 to 1,000,000, got {count!r}$"):
         generate_dataset("ptb", count, tmp_path / "d")
     assert not (tmp_path / "d").exists()
+
+
+def test_generate_graph_writes_numpy_knobs_as_json_numbers_in_the_meta(monkeypatch):
+    """A family's knobs of numpy scalars, in lists and tuples too, go into the graph's JSON meta as plain numbers (a
+    mutant keeping them, or keeping a tuple of them, passed: the shipped families draw Python numbers)."""
+    import gnplace.importers.torch as importers
+    from gnplace.families import ptb
+    from gnplace.toy import chain_graph
+
+    monkeypatch.setattr(ptb, "random_knobs", lambda rng: {"steps": np.int64(3), "rates": (np.float32(0.5), 2)})
+    monkeypatch.setattr(ptb, "sample", lambda rng, **knobs: (None, None))
+    monkeypatch.setattr(importers, "from_module", lambda model, inputs, **kwargs: chain_graph(300).replace(
+        name=kwargs["name"], meta=kwargs["meta"]))
+    knobs = generate_graph("ptb", 0)[0].meta["knobs"]
+    assert knobs == {"steps": 3, "rates": [0.5, 2]}
+    assert [type(knobs["steps"]), *map(type, knobs["rates"])] == [int, float, int]
+
+
+def test_a_dataset_drawn_again_without_resume_draws_every_graph_again(tmp_path, monkeypatch):
+    """resume=False draws the graphs again over an interrupted run's files (a mutant reading them anyway passed)."""
+    import gnplace.datasets as datasets
+    from gnplace.toy import chain_graph
+
+    drawn = []
+
+    def tiny(family, index, *, seed, optimizer):
+        drawn.append(index)
+        meta = {"family": family, "seed": seed, "index": index, "optimizer": optimizer, "knobs": {}}
+        return chain_graph(2).replace(name=f"{family}_{index:03d}", meta=meta), {}
+
+    monkeypatch.setattr(datasets, "generate_graph", tiny)
+    manifest = generate_dataset("ptb", 2, tmp_path / "d", test_count=0)
+    manifest.unlink()  # an interrupted run: its graphs are there, no manifest
+    generate_dataset("ptb", 2, tmp_path / "d", test_count=0)
+    assert drawn == [0, 1]  # resumed: both read
+    manifest.unlink()
+    generate_dataset("ptb", 2, tmp_path / "d", test_count=0, resume=False)
+    assert drawn == [0, 1, 0, 1]
