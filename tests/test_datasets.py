@@ -609,3 +609,23 @@ def test_a_dataset_drawn_again_without_resume_draws_every_graph_again(tmp_path, 
     manifest.unlink()
     generate_dataset("ptb", 2, tmp_path / "d", test_count=0, resume=False)
     assert drawn == [0, 1, 0, 1]
+
+
+def test_an_overwrite_with_another_optimizer_draws_every_graph_again(tmp_path, monkeypatch):
+    """A graph file of the same family, seed and index but another optimizer is another dataset's (a mutant keeping
+    it passed: the new manifest listed sgd graphs as adam ones)."""
+    import gnplace.datasets as datasets
+    from gnplace.toy import chain_graph
+
+    drawn = []
+
+    def tiny(family, index, *, seed, optimizer):
+        drawn.append((index, optimizer))
+        meta = {"family": family, "seed": seed, "index": index, "optimizer": optimizer, "knobs": {}}
+        return chain_graph(2).replace(name=f"{family}_{index:03d}", meta=meta), {}
+
+    monkeypatch.setattr(datasets, "generate_graph", tiny)
+    generate_dataset("ptb", 2, tmp_path / "d", test_count=0)
+    folder = generate_dataset("ptb", 2, tmp_path / "d", test_count=0, optimizer="adam", overwrite=True).parent
+    assert drawn == [(0, "sgd"), (1, "sgd"), (0, "adam"), (1, "adam")]
+    assert [load_graph(folder / f"ptb_00{i}.gnpg").meta["optimizer"] for i in (0, 1)] == ["adam", "adam"]
