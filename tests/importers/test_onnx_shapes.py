@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from gnplace.exceptions import InvalidGraph, UnsupportedGraph
 from gnplace.importers.onnx import from_onnx
+from gnplace.importers.onnx_shapes import check_declared_shapes, fold_shape_arithmetic, infer_shapes
 from tests.importers.onnx_models import F, model, vi, weight
 
 
@@ -131,6 +132,8 @@ def test_float_scales_computed_from_sizes_are_folded():
 @pytest.mark.parametrize("node, x, w, declared, complaint", [
     (helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), [], [16, 4], [4], "shapes \\[\\] and \\[16, 4\\]"),
     (helper.make_node("Gemm", ["x", "w"], ["y"], name="mm"), [16], [16, 4], [4], "shapes \\[16\\] and \\[16, 4\\]"),
+    # an absent optional input ('') is no shape of the node's: "[16] and [16, 4]", not "... and ?"
+    (helper.make_node("Gemm", ["x", "w", ""], ["y"], name="mm"), [16], [16, 4], [4], "shapes \\[16\\] and \\[16, 4\\]\\)"),
     (helper.make_node("Conv", ["x", "w"], ["y"], name="mm"), [], [4, 4, 3, 3], [1, 4, 1, 1], "shapes \\[\\] and \\[4,"),
 ])
 def test_a_node_whose_inputs_its_op_cannot_take_is_refused_not_trusted_at_its_declared_shape(
@@ -171,6 +174,11 @@ def test_shape_folding_never_builds_a_value_past_its_limit(monkeypatch, limit, b
     ("Range", [np.array(0), np.array(10), np.array(0)], {}, math.inf),  # a step of 0: unbounded
     ("Expand", [np.zeros(3), np.array([-1, 3])], {}, math.inf),  # a negative size: not folded
     ("Reshape", [np.zeros(4096), np.array([64, 64])], {}, 4096),
+    ("Range", [np.array(0), np.array(10), np.array(3)], {}, 4),  # 0, 3, 6, 9
+    ("Concat", [np.zeros(4096), np.zeros(4096)], {"axis": 0}, 8192),
+    # a negative size or repeat builds nothing: a bound of 0, never a negative count
+    ("ConstantOfShape", [np.array([-1, 10**5])], {}, 0),
+    ("Tile", [np.zeros((2, 3)), np.array([-1, 1000])], {}, 0),
     # constant_value's logic ops broadcast too: bounded by their larger input (64), a Dropout's training_mode of 4,096
     *[(op, [np.zeros((64, 1), bool), np.zeros((1, 64), bool)], {}, 4096) for op in ("And", "Or", "Xor")],
     *[(op, [np.zeros((64, 1)), np.zeros((1, 64))], {}, 4096) for op in ("LessOrEqual", "GreaterOrEqual")],
@@ -181,3 +189,63 @@ def test_the_bound_of_a_folded_value_is_read_before_it_is_computed(op, inputs, a
     names = [f"in{i}" for i in range(len(inputs))]
     node = helper.make_node(op, names, ["out"], **attrs)
     assert result_size(node, dict(zip(names, inputs))) == bound
+
+
+def test_a_failure_of_inference_that_is_not_strict_says_the_graph_is_unsupported(monkeypatch):
+    """Not strict, inference's own failure is no proof the file is malformed: UnsupportedGraph, with its first line."""
+    import onnx
+
+    def fail(*args, **kwargs):
+        raise onnx.shape_inference.InferenceError("[ShapeInferenceError] cannot infer\nsecond line")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fail)
+    with pytest.raises(UnsupportedGraph, match=r"^m\.onnx: ONNX shape inference failed: \[ShapeInferenceError\] cannot "
+                                               r"infer$") as raised:
+        infer_shapes(model(_conv_relu(), [vi("x", [1, 3, 8, 8])], [vi("y", None)], [weight("w", 4, 3, 3, 3)]), "m.onnx")
+    assert not isinstance(raised.value, InvalidGraph)
+
+
+def test_a_refused_node_is_named_with_the_shapes_of_its_own_inputs():
+    """The second of two MatMuls is refused; its input ``r`` is computed (no value the file declares), and inference
+    before the check knew its shape: ``[] and [16, 4]``, not the first MatMul's sizes nor ``?``."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="fine"),
+             helper.make_node("Relu", ["s"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "v"], ["y"], name="bad")]
+    proto = model(nodes, [vi("x", [8, 16]), vi("s", [])], [vi("h", [8, 4]), vi("y", [4])],
+                  [weight("w", 16, 4), weight("v", 16, 4)])
+    with pytest.raises(InvalidGraph, match=r"node 'bad' \(MatMul\) cannot take its inputs \(of shapes \[\] and \[16, 4\]\)"):
+        from_onnx(proto)
+
+
+def test_a_declared_shape_is_checked_against_a_custom_ops_declared_output():
+    """An op ONNX has no schema for (``com.x:Foo``) has only its declared shape ``[8, 16]``: the Relu after it computes
+    ``[8, 16]``, which contradicts the ``[8, 99]`` its output declares."""
+    nodes = [helper.make_node("Foo", ["x"], ["h"], name="foo", domain="com.x"),
+             helper.make_node("Relu", ["h"], ["y"], name="relu")]
+    proto = model(nodes, [vi("x", [8, 16])], [vi("y", [8, 99])], value_info=[vi("h", [8, 16])])
+    proto.opset_import.append(helper.make_opsetid("com.x", 1))
+    with pytest.raises(InvalidGraph, match=r"value 'y' is declared with shape \[8, 99\], but node 'relu' \(Relu\) "
+                                           r"computes \[8, 16\]"):
+        check_declared_shapes(proto, infer_shapes(proto, "m"), "m")
+
+
+def test_declared_shapes_that_differ_in_symbolic_dims_alone_pass():
+    """``[n, 4, 6, 6]`` declared where inference computes ``[batch, 4, 6, 6]``: the names of unknown sizes are no
+    contradiction (only shapes static in both are compared)."""
+    proto = model(_conv_relu(), [vi("x", ["batch", 3, 8, 8])], [vi("y", ["n", 4, "H", "W"])], [weight("w", 4, 3, 3, 3)])
+    check_declared_shapes(proto, infer_shapes(proto, "m"), "m")
+
+
+def test_folding_computes_sizes_and_leaves_floats_of_no_size():
+    """``Size`` of a ``[8, 4]`` value folds to 32 (elements, not 8 + 4); ``1.5 * 1.5`` from constants may be a weight and
+    stays a ``Mul``; a model with nothing to fold says so (``False``)."""
+    const = numpy_helper.from_array
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), helper.make_node("Size", ["y"], ["n"], name="size"),
+             helper.make_node("Constant", [], ["a"], value=const(np.array(1.5, np.float32))),
+             helper.make_node("Mul", ["a", "a"], ["b"], name="mul")]
+    proto = model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4]), vi("n", []), vi("b", [])], [weight("w", 16, 4)])
+    assert fold_shape_arithmetic(proto, infer_shapes(proto, "m"), None)
+    assert [n.op_type for n in proto.graph.node] == ["MatMul", "Constant", "Constant", "Mul"]
+    assert int(numpy_helper.to_array(proto.graph.node[1].attribute[0].t)) == 32
+    plain = model(nodes[:1], [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", 16, 4)])
+    assert not fold_shape_arithmetic(plain, infer_shapes(plain, "m"), None)
