@@ -120,3 +120,114 @@ def test_views_read_after_an_in_place_write_to_their_tensor_are_made_again_after
     for devices in (np.zeros(program.num_nodes, dtype=np.int64), np.arange(program.num_nodes) % 2):
         torch.testing.assert_close(run_step(program, program.plan(devices), [torch.device("cpu")] * 2).loss,
                                    eager.detach())
+
+
+class _WritesBuffers(torch.nn.Module):
+    """Buffers written three ways: batch norm's statistics (arguments its schema does not mark written), ``out=``
+    (a written argument given by keyword), and batch norm's ``_legit`` kernel, whose first result is no alias of the
+    statistics it writes (it is the normalised activation, which the loss reads)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.bn = torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)
+        self.register_buffer("total", torch.zeros(4))
+        self.register_buffer("rm", torch.zeros(4))
+        self.register_buffer("rv", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch.add(self.total, x.sum(0), out=self.total)
+        h = self.bn(self.fc(x))
+        y = torch._native_batch_norm_legit(h, None, None, self.rm, self.rv, True, 0.1, 1e-5)[0]
+        return (y * torch.arange(4.0)).square().mean()
+
+
+def test_every_buffer_write_is_seen_and_a_result_that_is_no_alias_is_read_as_itself():
+    torch.manual_seed(0)
+    module, x = _WritesBuffers(), torch.randn(3, 4)
+    program = compile_step(import_step(module, (x,)))
+    written = {op.target: op.writes_buffers for op in program.ops if op.writes_buffers}
+    assert written == {"aten.add.out": ("total",), "aten.native_batch_norm.default": ("bn.running_mean", "bn.running_var"),
+                       "aten.add_.Tensor": ("bn.num_batches_tracked",), "aten._native_batch_norm_legit.default": ("rm", "rv")}
+    # add.out and add_ return the buffer they write; the _legit kernel returns no statistic
+    assert set(program.buffer_alias.values()) == {"total", "bn.num_batches_tracked"}
+    eager = module(x)
+    out = run_step(program, program.plan(np.arange(program.num_nodes) % 2), [torch.device("cpu")] * 2)
+    torch.testing.assert_close(out.loss, eager.detach())
+    for name in ("total", "bn.running_mean", "bn.running_var", "bn.num_batches_tracked", "rm", "rv"):
+        torch.testing.assert_close(out.buffers[name], dict(module.named_buffers())[name])
+
+
+class _ScalesItsBufferThroughDetach(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.scale.detach().mul_(0.5)  # the whole buffer, through a view of it
+        return (self.fc(x) * self.scale).square().mean()
+
+
+def test_a_write_through_a_whole_view_of_a_buffer_then_read_is_refused_naming_both():
+    step = import_step(_ScalesItsBufferThroughDetach(), (torch.randn(3, 4),))
+    with pytest.raises(ExecutionFailed, match=r"^the step writes in place into a view \(aten.mul_.Tensor into the "
+                                              r"aten.detach.default of buffer 'scale'\) and then reads it \(aten.mul"):
+        compile_step(step)
+
+
+_OFFSETS = torch.arange(4.0)
+
+
+class _ReadsAGlobal(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.fc(x) * _OFFSETS).square().mean()
+
+
+def test_the_program_holds_copies_of_the_constants_and_parameters_it_was_compiled_with():
+    """A tensor made outside the step (a global) is a constant kept by value, and the parameters are the program's
+    own: changing the caller's afterwards changes neither the program's loss nor the module."""
+    torch.manual_seed(0)
+    module, x = _ReadsAGlobal(), torch.randn(3, 4)
+    program = compile_step(import_step(module, (x,)))
+    before = module(x).detach()
+    weight = module.fc.weight.detach().clone()
+    try:
+        _OFFSETS.add_(1.0)
+        program.params["fc.weight"].mul_(1.0)  # the program's own tensor: the module's stays
+        out = run_step(program, program.plan(np.zeros(program.num_nodes, dtype=np.int64)), [torch.device("cpu")])
+        torch.testing.assert_close(out.loss, before)
+        program.params["fc.weight"].add_(1.0)
+        torch.testing.assert_close(module.fc.weight.detach(), weight)
+    finally:
+        _OFFSETS.sub_(1.0)
+
+
+def test_writes_into_views_add_only_the_copies_they_need():
+    """A write into one half (``pieces``) leaves the other as it was: no snapshot. ``y[:, 0] = 0`` read as ``y`` adds
+    one clone of ``y`` (3 x 6 float32: 72 bytes) after the write, and so does its backward's write into a view of
+    the gradient, and no op else (no view made again); writes on the tensor itself (``itself``) add no op to those
+    recorded; every view kept is read; the constant ``0.0`` made a tensor (``lift_fresh``) belongs to no node (-1:
+    it runs where it is read)."""
+    from collections import Counter
+
+    torch.manual_seed(0)
+    steps = {how: import_step(WritesInPlace(how), (torch.randn(3, 4),)) for how in ("pieces", "view", "itself")}
+    programs = {how: compile_step(step) for how, step in steps.items()}
+
+    def added(how):
+        return Counter(op.target for op in programs[how].ops) - Counter(str(op.func) for op in steps[how].trace.ops)
+
+    assert not [op for op in programs["pieces"].ops if op.target == "aten.clone.default"]
+    assert added("view") == {"aten.clone.default": 2} and not added("itself")
+    view = programs["view"]
+    snapshots = [op for op in view.ops if op.target == "aten.clone.default" and op.out_shapes == [(3, 6)]]
+    assert len(snapshots) == 2 and {op.out_bytes for op in snapshots} == {72}
+    assert [op.node for op in view.ops if op.target == "aten.lift_fresh.default"] == [-1]
+    for program in programs.values():
+        read = {ref.index for op in program.ops for ref in op.reads if ref.kind == "op"}
+        read |= {ref.index for ref in [program.loss, *program.grads.values()] if ref is not None and ref.kind == "op"}
+        assert all(k in read for k, op in enumerate(program.ops) if op.is_view)
