@@ -453,6 +453,45 @@ def test_ops_that_make_a_tensor_of_the_default_dtype_are_marked_and_replay_under
     torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
+class _MakesComplex(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return (self.fc(x) * (torch.arange(4) * 1j).abs()).square().sum()
+
+
+def test_the_default_dtype_is_recorded_and_put_back_and_a_complex_result_of_it_is_marked():
+    """An integer tensor times ``1j`` is complex64 under float32 (complex128 under float64): the default gives it."""
+    from gnplace.importers.trace import recorded_default_dtype
+
+    trace = record_training_step(_MakesComplex(), (torch.randn(3, 4),))
+    assert [op.name for op in trace.ops if op.reads_default_dtype] == ["mul"]
+    torch.set_default_dtype(torch.float64)
+    try:
+        trace = record_training_step(nn.Linear(4, 4), (torch.randn(3, 4),), loss=mse)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert trace.default_dtype == torch.float64
+    with recorded_default_dtype(torch.float64):
+        assert torch.get_default_dtype() == torch.float64
+    assert torch.get_default_dtype() == torch.float32
+
+
+def test_a_lone_tensor_is_one_input_a_loss_of_no_element_is_refused_and_a_forward_dropout_replays():
+    """``torch.zeros(3, 2)`` as the inputs is one input, not its 3 rows; a loss of 0 elements is no scalar; a dropout
+    of the forward draws its mask once, as eager does (only a backward's draws are refused)."""
+    from gnplace.importers.trace import positional_inputs
+
+    x = torch.zeros(3, 2)
+    assert len(positional_inputs(x)) == 1 and positional_inputs(x)[0] is x
+    with pytest.raises(UnsupportedGraph, match=r"must return a scalar loss, not a tensor of shape \(0,\)"):
+        record_training_step(mlp(), (torch.randn(4, 6),), loss=lambda out: out.flatten()[:0])
+    trace = record_training_step(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)), (torch.randn(3, 4),), loss=mse)
+    trace.check_replayable()
+
+
 def test_a_dict_of_example_inputs_is_refused_in_one_line_not_passed_as_its_keys():
     """``import_step(net, {"x": x})`` passed the string "x" to forward: "linear(): argument 'input' must be Tensor,
     not str", a message that named no dict."""
@@ -543,6 +582,8 @@ class CTC(nn.Module):
     ("torch", ([12, 12, 12], [4, 3, 5]), (3, 5), {}),
     ("functional", ((12, 12, 12), (4, 3, 5)), (12,), {"blank": 0}),  # targets concatenated
     ("functional", ((12,), (4,)), (4,), {}),  # unbatched: frames [T, 8]
+    # an empty target: its loss is divided by max(length, 1), as ATen divides it, not by 0
+    ("functional", ((12, 12, 12), (4, 0, 5)), (3, 5), {"zero_infinity": True}),
 ])
 def test_ctc_loss_of_lengths_given_as_ints_records_and_replays_eagers_loss_and_gradients(call, lengths, targets,
                                                                                          options):
@@ -581,6 +622,9 @@ def test_ctc_loss_of_lengths_in_tensors_or_of_lengths_that_do_not_fit_is_refused
                          (((12, 12), (4, 3)), "must be of size batch_size")):
         with pytest.raises(UnsupportedGraph, match=f"op aten._ctc_loss.default failed: ctc_loss: .*{why}"):
             record_training_step(CTC("functional", lengths), (frames, targets), loss=lambda loss: loss)
+    with pytest.raises(UnsupportedGraph, match=r"ctc_loss: blank 6 must be in label range \(0..5\)"):  # 6 classes
+        record_training_step(CTC("functional", ((12, 12, 12), (4, 3, 5)), blank=6), (frames, targets),
+                             loss=lambda loss: loss)
 
 
 class _Teacher(nn.Module):
