@@ -486,3 +486,76 @@ def test_a_graph_of_no_node_whose_output_is_its_input_is_read_and_a_loop_of_the_
     loop = helper.make_node("Loop", ["n", "c"], ["y"], name="loop", domain="ai.onnx")
     with pytest.raises(UnsupportedGraph, match=r"^m\.onnx: node 'loop' is control flow \(Loop\), whose subgraphs"):
         refuse_control_flow(model([loop], [vi("n", [])], [vi("y", [])]), "m.onnx")
+
+
+def test_a_truncated_initializer_of_exactly_the_kept_size_is_malformed_and_its_values_are_kept():
+    """4,096 elements (64 x 64) is the most whose values are kept, and checked: 16,384 bytes of float32 needed."""
+    from gnplace.importers.onnx_model import without_weights
+
+    kept = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    truncated = TensorProto()
+    truncated.CopyFrom(kept)
+    truncated.raw_data = truncated.raw_data[:-4]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    with pytest.raises(InvalidGraph, match=r"initializer 'w' holds 16380 bytes, its shape \[64, 64\] needs 16384"):
+        from_onnx(model(nodes, [vi("x", [2, 64])], [vi("y", [2, 64])], [truncated]))
+    dropped = numpy_helper.from_array(np.ones(4097, np.float32), "big")
+    light = without_weights(model(nodes, [vi("x", [2, 64])], [vi("y", [2, 64])], [kept, dropped]), "m", copy=True)
+    assert len(light.graph.initializer[0].raw_data) == 16384 and not light.graph.initializer[1].raw_data
+
+
+def test_an_initializer_of_size_minus_one_is_malformed():
+    bad = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[16, -1])
+    broken = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [2, 16])], [vi("y", [2, 4])],
+                   [bad])
+    with pytest.raises(InvalidGraph, match=r"initializer 'w' has the shape \[16, -1\], with a negative dimension"):
+        from_onnx(broken)
+
+
+def test_a_graph_output_no_node_produces_is_malformed():
+    broken = model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2])], [vi("y", [2]), vi("z", [2])])
+    with pytest.raises(InvalidGraph, match="graph output 'z' is produced by no node"):
+        from_onnx(broken)
+
+
+def test_a_declared_output_shape_of_the_old_sizes_is_dropped_with_input_shapes():
+    """``y`` declared ``[8, 4]`` for the batch of 8 exported; given a batch of 2, the op computes ``[2, 4]``: the old
+    declared shape is dropped, not taken for a stale one."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    g = from_onnx(model(nodes, [vi("x", ["N", 16])], [vi("y", [8, 4])], [weight("w", 16, 4)]),
+                  input_shapes={"x": [2, 16]})
+    assert float(g.flops[g.index("mm")]) == 2 * 2 * 16 * 4
+
+
+def test_the_small_helpers_of_onnx_model():
+    """Gemm's transA, an ``ai.onnx`` node's schema, a cycle, a Constant's external sparse value, values fewer than
+    the dims, a dim of unknown size and an IR version 3 file's unlisted initializer."""
+    from gnplace.importers.onnx_model import (
+        check_inner_sizes,
+        has_schema,
+        held_values,
+        holds_external_value,
+        shape_text,
+        topological_order,
+        type_initializers,
+    )
+
+    check_inner_sizes("Gemm", {"transA": 1}, [(16, 8), (16, 4)], "fc", "m")  # A^T: [8, 16] @ [16, 4]
+    with pytest.raises(InvalidGraph, match=r"node 'fc' \(Gemm\) multiplies shapes \[8, 16\] and \[16, 4\], whose "
+                                           r"inner sizes differ \(8 against 16\)"):
+        check_inner_sizes("Gemm", {"transA": 1}, [(8, 16), (16, 4)], "fc", "m")
+    assert has_schema(helper.make_node("Relu", ["x"], ["y"], domain="ai.onnx"))
+    cycle = [helper.make_node("Relu", ["b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second")]
+    with pytest.raises(InvalidGraph, match="the graph has a cycle through node 'first'"):
+        topological_order(cycle, set(), "m")
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.ones(1, np.int64), "v"),
+                                       numpy_helper.from_array(np.zeros(1, np.int64), "i"), [4])
+    sparse.values.data_location = TensorProto.EXTERNAL
+    assert holds_external_value(helper.make_node("Constant", [], ["c"], sparse_value=sparse))
+    assert held_values(TensorProto(name="t", data_type=TensorProto.INT64, dims=[4], int64_data=[1, 2])) is None
+    assert shape_text([None, 4, "N"]) == "[?, 4, N]"
+    old = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [2, 16])], [vi("y", [2, 4])],
+                [weight("w", 16, 4)])
+    old.ir_version = 3
+    type_initializers(old)
+    assert old.ir_version == 4
