@@ -477,3 +477,20 @@ def test_a_checkpoint_written_over_keeps_its_permissions(tmp_path):
         path.chmod(mode)
         atomic_torch_save({"step": 2}, path)
         assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+def test_a_loop_template_this_lightning_cannot_build_leaves_the_loop_to_lightnings_own_checks(monkeypatch):
+    """The template is a fit loop made without a trainer (Lightning 2.6 builds one from its arguments alone); a later
+    Lightning whose loop needs its trainer must not make every resume a traceback."""
+    import lightning.pytorch.loops as loops
+
+    from gnplace.policy.checkpoint import _damaged_loop_section
+
+    damaged = {"epoch_progress": {"current": {"ready": "x"}}}
+    assert _damaged_loop_section(damaged) == "epoch_progress"
+
+    def needs_a_trainer(trainer, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        return trainer.max_steps
+
+    monkeypatch.setattr(loops, "_FitLoop", needs_a_trainer)
+    assert _damaged_loop_section(damaged) is None
