@@ -629,3 +629,112 @@ def test_an_overwrite_with_another_optimizer_draws_every_graph_again(tmp_path, m
     folder = generate_dataset("ptb", 2, tmp_path / "d", test_count=0, optimizer="adam", overwrite=True).parent
     assert drawn == [(0, "sgd"), (1, "sgd"), (0, "adam"), (1, "adam")]
     assert [load_graph(folder / f"ptb_00{i}.gnpg").meta["optimizer"] for i in (0, 1)] == ["adam", "adam"]
+
+
+def _tiny_draws(monkeypatch, drawn=None):
+    """generate_dataset's graphs made 2-op chains with the meta of a real draw (``drawn``: their indices, in turn)."""
+    import gnplace.datasets as datasets
+    from gnplace.toy import chain_graph
+
+    def tiny(family, index, *, seed, optimizer):
+        if drawn is not None:
+            drawn.append(index)
+        meta = {"family": family, "seed": seed, "index": index, "optimizer": optimizer, "knobs": {}}
+        return chain_graph(2).replace(name=f"{family}_{index:03d}", meta=meta), {}
+
+    monkeypatch.setattr(datasets, "generate_graph", tiny)
+    return tiny
+
+
+def test_a_count_of_exactly_a_million_graphs_is_taken(tmp_path, monkeypatch):
+    """MAX_GRAPHS is in the range (a mutant refusing it passed): the run gets past the check, stopped right after."""
+    import gnplace.datasets as datasets
+
+    class Checked(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Checked
+
+    monkeypatch.setattr(datasets, "as_path", stop)  # the first call after the count and test_count checks
+    with pytest.raises(Checked):
+        generate_dataset("ptb", datasets.MAX_GRAPHS, tmp_path / "d")
+    assert datasets.MAX_GRAPHS == 1_000_000
+
+
+def test_an_overwrite_leaves_a_folder_the_old_manifest_lists_as_a_graph(tmp_path, monkeypatch):
+    """A folder named x.gnpg that the replaced manifest lists is no graph file: left alone, not a crash
+    (IsADirectoryError) after the new dataset was written."""
+    _tiny_draws(monkeypatch)
+    (tmp_path / "x.gnpg").mkdir()
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "format": "gnplace-dataset", "version": 1, "family": "ptb", "seed": 0, "optimizer": "sgd",
+        "graphs": [{"file": "x.gnpg", "split": "train"}]}))
+    generate_dataset("ptb", 1, tmp_path, seed=3, test_count=0, overwrite=True)
+    assert (tmp_path / "x.gnpg").is_dir()
+    assert [e["file"] for e in load_manifest(tmp_path)["graphs"]] == ["ptb_000.gnpg"]
+
+
+def test_an_overwrite_keeps_a_graph_in_a_subfolder_the_old_manifest_names(tmp_path, monkeypatch):
+    """The replaced dataset's graphs are deleted only beside the manifest: sub/a.gnpg, which an old manifest named, is
+    a file of the user's subfolder (a mutant deleting it passed)."""
+    from gnplace.toy import chain_graph
+
+    _tiny_draws(monkeypatch)
+    (tmp_path / "sub").mkdir()
+    save_graph(chain_graph(2), tmp_path / "sub" / "a.gnpg")
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "format": "gnplace-dataset", "version": 1, "family": "ptb", "seed": 0, "optimizer": "sgd",
+        "graphs": [{"file": "sub/a.gnpg", "split": "train"}]}))
+    generate_dataset("ptb", 1, tmp_path, seed=3, test_count=0, overwrite=True)
+    assert (tmp_path / "sub" / "a.gnpg").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "ptb_000.gnpg", "sub"]
+
+
+def test_graphs_of_another_optimizer_without_a_manifest_are_not_drawn_over(tmp_path, monkeypatch):
+    """An interrupted sgd run's graphs: an adam run into its folder refuses them, as it does another seed's (a mutant
+    comparing family and seed alone drew over them)."""
+    drawn = []
+    _tiny_draws(monkeypatch, drawn)
+    generate_dataset("ptb", 2, tmp_path, test_count=0).unlink()
+    before = folder_bytes(tmp_path)
+    with pytest.raises(InvalidArgument, match=r"ptb_000.gnpg holds a graph drawn with other arguments \(ptb, seed 0, "
+                                              r"sgd\)"):
+        generate_dataset("ptb", 2, tmp_path, test_count=0, optimizer="adam")
+    assert folder_bytes(tmp_path) == before and drawn == [0, 1]
+
+
+def test_only_files_named_as_graphs_count_as_an_interrupted_runs_leftovers(tmp_path, monkeypatch):
+    """ptb graphs of this seed named ptb_x.gnpg or ptb_1.gnpg are not family_NNN.gnpg: kept (mutants loosening or
+    dropping the name's pattern deleted them); ptb_005.gnpg is a leftover of a larger run: deleted."""
+    from gnplace.toy import chain_graph
+
+    _tiny_draws(monkeypatch)
+    meta = {"family": "ptb", "seed": 0, "index": 5, "optimizer": "sgd", "knobs": {}}
+    for name in ("ptb_x.gnpg", "ptb_1.gnpg", "ptb_005.gnpg"):
+        save_graph(chain_graph(2).replace(name="ptb_005", meta=meta), tmp_path / name)
+    generate_dataset("ptb", 1, tmp_path, test_count=0)
+    assert sorted(folder_bytes(tmp_path)) == ["manifest.json", "ptb_000.gnpg", "ptb_1.gnpg", "ptb_x.gnpg"]
+
+
+def test_an_overwrite_deletes_an_unreadable_manifest_before_drawing(tmp_path, monkeypatch):
+    """A manifest.json that is no dataset's goes at once under overwrite, as a replaced dataset's does: an interrupted
+    run leaves no manifest over the new graphs (a mutant keeping it passed: the new one replaced it at the end)."""
+    import gnplace.datasets as datasets
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(datasets, "generate_graph", stop)
+    (tmp_path / "manifest.json").write_text("[]")
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset("ptb", 1, tmp_path, overwrite=True)
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_a_manifest_entry_naming_no_file_is_left_to_its_reader(tmp_path):
+    """Entries with an empty, a missing or a non-string file name, or that are no mapping, are not refused as paths
+    out of the folder (nor a TypeError): the readers say what is missing."""
+    graphs = [{"file": ""}, {"file": 5}, {"file": None}, {"file": ["a"]}, {}, "x.gnpg", 3]
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "gnplace-dataset", "graphs": graphs}))
+    assert load_manifest(tmp_path)["graphs"] == graphs
