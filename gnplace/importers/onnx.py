@@ -64,8 +64,9 @@ Only shapes and dtypes are read, never weight values: files with external data l
 the small values shape computations read (a ``Reshape``'s target shape), taken from the data file beside the model.
 Reading and checking the file is :mod:`gnplace.importers.onnx_model`'s job, its static shapes
 :mod:`gnplace.importers.onnx_shapes`'s, what the exporter recorded beside the graph (modules, parameters, folded
-constants) :mod:`gnplace.importers.onnx_metadata`'s, the FLOP rules :mod:`gnplace.importers.onnx_flops`'; this
-module builds the training graph from them.
+constants) :mod:`gnplace.importers.onnx_metadata`'s, which initializers are weights
+:mod:`gnplace.importers.onnx_weights`', the FLOP rules :mod:`gnplace.importers.onnx_flops`'; this module builds the
+training graph from them.
 """
 
 from __future__ import annotations
@@ -82,7 +83,6 @@ import numpy as np
 import onnx
 import onnx.defs
 import onnx.inliner
-from onnx import TensorProto
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
@@ -104,7 +104,7 @@ from gnplace.importers.onnx_flops import (
     grad_flops,
     shared_grad_flops,
 )
-from gnplace.importers.onnx_metadata import exported_tensors, fold_roles, folded_sources, innermost_class, module_of
+from gnplace.importers.onnx_metadata import fold_roles, folded_sources, module_of
 from gnplace.importers.onnx_model import (
     KEEP_VALUES,
     check_inner_sizes,
@@ -134,6 +134,12 @@ from gnplace.importers.onnx_shapes import (
     result_size,
     unshaped,
 )
+from gnplace.importers.onnx_weights import (
+    FLOAT_TYPES,
+    find_weights,
+    no_weight_reads,
+    warn_folded_parameters,
+)
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import canonical_kind
 
@@ -141,11 +147,7 @@ __all__ = ["from_onnx", "load_onnx", "parse_input_shape"]
 
 Shape = tuple[int, ...]
 
-_FLOAT_TYPES = frozenset({
-    TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16,
-    *(getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
-      if hasattr(TensorProto, n)),
-})
+
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -369,7 +371,7 @@ class _Builder:
             missing = sorted(self.trainable_override - set(self.inits))
             if missing:
                 raise UnknownName(f"{source}: trainable names {missing[0]!r}, which is not an initializer of the model")
-            whole = sorted(x for x in self.trainable_override if self.inits[x].data_type not in _FLOAT_TYPES)
+            whole = sorted(x for x in self.trainable_override if self.inits[x].data_type not in FLOAT_TYPES)
             if whole:  # an int64 tensor got a gradient and an optimizer update
                 kind = onnx.TensorProto.DataType.Name(self.inits[whole[0]].data_type).lower()
                 raise InvalidArgument(f"{source}: trainable names {whole[0]!r}, an initializer of type {kind}: only "
@@ -405,7 +407,7 @@ class _Builder:
         return self.types.get(value, (None, 0))[0]
 
     def is_float(self, value: str) -> bool:
-        return self.types.get(value, (None, 0))[1] in _FLOAT_TYPES
+        return self.types.get(value, (None, 0))[1] in FLOAT_TYPES
 
     def nbytes(self, value: str) -> int:
         shape, elem = self.types.get(value, (None, 0))
@@ -544,126 +546,12 @@ class _Builder:
         return needed
 
     def _trainable(self, needed: list[bool]) -> set[str]:
-        return self._weights(needed) - self.frozen
-
-    def _weights(self, needed: list[bool]) -> set[str]:
+        """The initializers the step trains: the caller's ``trainable`` or the weights found, less ``frozen``."""
         if self.trainable_override is not None:
-            return set(self.trainable_override)
-        found: set[str] = set()
-        no_weight = self._no_weight_reads()
-        for i, node in enumerate(self.nodes):
-            if not needed[i]:
-                continue
-            kind = canonical_op_type(node.op_type, node.domain)
-            if kind in STATIC_OPS:
-                continue
-            skip = NON_DIFFERENTIABLE.get(kind, frozenset()) | _STATE_INPUTS.get(kind, frozenset())
-            for pos, x in enumerate(node.input):
-                init = self.inits.get(x)
-                if init is None or pos in skip or init.data_type not in _FLOAT_TYPES or x in self.made:
-                    continue
-                if x in self.alias or x in self.parameter_of:  # folded from a parameter: its gradient is one
-                    found.add(self.alias.get(x, x))
-                elif (i, pos) not in no_weight and math.prod(init.dims) >= 2:
-                    found.add(x)
-        return found
-
-    def _warn_folded_parameters(self, trainable: set[str]) -> None:
-        """Warn once about parameters the exporter folded into constants that may hold only a part of them."""
-        folds: dict[str, list[str]] = {}
-        for x, parameter in sorted(self.parameter_of.items()):
-            if x in trainable:
-                folds.setdefault(parameter, []).append(x)
-        partial = {p: xs for p, xs in folds.items()
-                   if (len(xs) > 1 or any(self.folded_with_others(x) for x in xs)) and not self._read_by_torch_nn(xs)}
-        if not partial:
-            return
-        listed = "; ".join(f"{p!r} into {', '.join(f'{x} {list(self.shape(x) or ())}' for x in xs)}"
-                           for p, xs in partial.items())
-        warnings.warn(
-            f"{self.source}: the exporter folded parameters into constants computed with other values, which may "
-            f"hold only a part of each (a slice); the file no longer holds the parameters, so their bytes and "
-            f"gradients are counted at the constants' sizes: {listed} (export with torch.onnx.export(..., "
-            "optimize=False) to count each parameter whole)",
-            stacklevel=4,
-        )
-
-    def _read_by_torch_nn(self, values: Sequence[str]) -> bool:
-        """Whether every reader of ``values`` runs in a ``torch.nn`` module's own forward (the export's class scopes).
-
-        Those modules read their parameters whole (``GroupNorm`` reshapes its weight; ``MultiheadAttention`` splits
-        its input projection into three, which together are the whole): a fold there loses no byte. A slice that
-        may lose some is the model's own code (``self.pos[:, :7]``).
-        """
-        wanted = set(values)
-        readers = [n for n in self.nodes if wanted & set(n.input)]
-        return bool(readers) and all(innermost_class(n).startswith("torch.nn.modules.") for n in readers)
-
-    def folded_with_others(self, value: str) -> bool:
-        """Whether the exporter folded ``value`` from other values besides one parameter (a slice, a reshape)."""
-        return len(self.folded_from.get(value, ())) > 1
-
-    def _no_weight_reads(self) -> set[tuple[int, int]]:
-        """The (node, input position) reads of initializers that hold no weight though a gradient flows there.
-
-        With the signature torch.export records (``pkg.torch.export.ExportedProgram.graph_signature``),
-        an initializer it names as a parameter is read as a weight and one it names as a buffer or a
-        constant is not. The initializers the exporter made (constants it folded, named by neither) are
-        no weights where they are read:
-
-        * by a node of a module that owns no parameter (a ``LayerNorm``, ``InstanceNorm`` or
-          ``GroupNorm`` without affine weights gets a unit scale and a zero bias);
-        * as the scale or bias of an ``InstanceNormalization`` over groups (its data is a view that
-          changed the channel size, or the rank): ``GroupNorm``'s export, whose own weights follow as ``Mul``,
-          ``Add``;
-        * by ``Add``, ``Sub``, ``Mul`` or ``Div`` as large as the output (not broadcast over the batch,
-          as a weight is) while holding a broadcast copy (its values repeat along an axis): a folded
-          activation, such as an ``RNN``'s first step from its zero state (the hidden bias, once per
-          example). Only the values of small initializers are kept: a large one stays a weight.
-        """
-        signature = exported_tensors(self.proto)
-        if signature is None:
-            return set()
-        parameters, others = signature
-        owners = {p.rsplit(".", 1)[0] if "." in p else "" for p in parameters}
-        producer = {out: i for i, n in enumerate(self.nodes) for out in n.output if out}
-        reads: set[tuple[int, int]] = set()
-        for i, node in enumerate(self.nodes):
-            kind = canonical_op_type(node.op_type, node.domain)
-            scoped = any(prop.key == "pkg.torch.onnx.name_scopes" for prop in node.metadata_props)
-            for pos, x in enumerate(node.input):
-                if x not in self.inits or x in parameters:
-                    continue
-                if x in others:
-                    reads.add((i, pos))
-                elif scoped and module_of(node) not in owners:
-                    reads.add((i, pos))
-                elif kind == "InstanceNormalization" and pos in (1, 2) and self._regrouped(node.input[0], producer):
-                    reads.add((i, pos))
-                elif kind in ("Add", "Sub", "Mul", "Div") and node.output and self.shape(node.output[0]) is not None \
-                        and math.prod(self.inits[x].dims) >= math.prod(self.shape(node.output[0]) or ()) > 1 \
-                        and _repeats(self.inits[x]):
-                    reads.add((i, pos))
-        return reads
-
-    def _regrouped(self, value: str, producer: Mapping[str, int]) -> bool:
-        """Whether ``value`` is a view (through view ops) of a value of another shape.
-
-        ``GroupNorm``'s export reshapes ``[N, C, *spatial]`` to ``[N, G, -1]``: the size in dimension 1 changes,
-        or, with as many groups as channels, the rank (a 2-d or 3-d input).
-        """
-        shape = self.shape(value)
-        seen = 0
-        while value in producer and seen < len(self.nodes):
-            node = self.nodes[producer[value]]
-            if canonical_op_type(node.op_type, node.domain) not in VIEW_OPS or not node.input:
-                return False
-            value, seen = node.input[0], seen + 1
-            before = self.shape(value)
-            if shape is not None and before is not None and len(shape) > 1 and len(before) > 1 \
-                    and (before[1] != shape[1] or len(before) != len(shape)):
-                return True
-        return False
+            return self.trainable_override - self.frozen
+        no_weight = no_weight_reads(self.proto, self.nodes, self.inits, self.shape)
+        return find_weights(self.nodes, self.inits, needed, no_weight, alias=self.alias, parameter_of=self.parameter_of,
+                            made=self.made) - self.frozen
 
     def build(self, graph_name: str, meta: dict[str, Any]) -> OpGraph:
         """The training graph, its trainable parameters those a gradient reaches.
@@ -682,7 +570,8 @@ class _Builder:
             except _NoGradient as ungraded:  # built again without them, as constants (each pass drops one or more)
                 trainable -= ungraded.parameters
                 self._reset()
-        self._warn_folded_parameters(trainable)
+        warn_folded_parameters(self.source, self.nodes, self.parameter_of, self.folded_from, trainable,
+                               self.shape)
         if self.fed_modes:
             shown = ", ".join(repr(n) for n in self.fed_modes[:5]) + (", ..." if len(self.fed_modes) > 5 else "")
             warnings.warn(f"{self.source}: {len(self.fed_modes)} Dropout nodes ({shown}) take training_mode from the "
@@ -1236,15 +1125,6 @@ class _Builder:
                                 f"({fix})")
 
 
-def _repeats(init: TensorProto) -> bool:
-    """Whether the values of ``init`` repeat along an axis of more than one element (``False`` if not held)."""
-    values = held_values(init)
-    if values is None:
-        return False
-    return any(size > 1 and bool(np.all(values == values.take([0], axis=axis)))
-               for axis, size in enumerate(values.shape))
-
-
 def _saved_inputs(node: onnx.NodeProto, kind: str, x: str, slots: Sequence[int]) -> list[str]:
     """The inputs of ``node`` that its gradient op for input ``x`` (at positions ``slots``) reads, as aten's backward.
 
@@ -1271,11 +1151,6 @@ _SAME_NUMEL_VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Tr
 
 #: Ops that are table look-ups (``embedding``) when they read a trainable initializer as their data.
 _LOOKUPS = frozenset({"Gather"})
-
-#: Input positions that hold a state, never a weight: the initial hidden (and cell) state of a recurrent layer.
-#: A gradient flows through them, but an initializer read only there is no parameter (torch.onnx's exporter
-#: stores a zero initial state so); ``trainable`` still names one to train.
-_STATE_INPUTS: dict[str, frozenset[int]] = {"LSTM": frozenset({5, 6}), "GRU": frozenset({5}), "RNN": frozenset({5})}
 
 _KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | SAVES_MASK | frozenset({
     "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Cast", "CastLike", "Pad", "Tile", "ReduceMean", "ReduceSum",
