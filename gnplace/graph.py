@@ -227,9 +227,9 @@ class OpGraph(ReadOnlyArrays):
         meta: Mapping[str, Any] | None = None,
         op_kinds: Sequence[str] | None = None,
     ) -> None:
-        if name is None:  # was the name "None", which a graph file refuses to hold
-            raise InvalidGraph("a graph's name must be a string, got None (the default is 'graph')")
-        self.name = str(name)
+        if not isinstance(name, str):  # None was the name "None", which a graph file refuses to hold; 3 was "3"
+            raise InvalidGraph(f"a graph's name must be a string, got {reprlib.repr(name)} (the default is 'graph')")
+        self.name = str(name)  # (a str subclass, numpy's str_, made a plain str)
         names = _texts(node_names, "node_names", self.name)
         n = len(names)
         self.node_names = names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -543,6 +544,14 @@ def test_a_graph_named_none_is_refused_as_a_graph_file_refuses_it(tmp_path):
         graph.replace(name=None)
     with pytest.raises(InvalidGraph, match="got None"):
         OpGraph(["a"], name=None)
+
+
+@pytest.mark.parametrize("name", [3, b"g", Path("g")])
+def test_a_graph_name_that_is_no_string_is_refused_as_a_clusters_is(name):
+    """``OpGraph(name=3)`` made a graph named '3' where ``Cluster(name=3)`` is refused."""
+    with pytest.raises(InvalidGraph, match=r"^a graph's name must be a string, got "):
+        OpGraph(["a"], name=name)
+    assert OpGraph(["a"], name=np.str_("g")).name == "g" and type(OpGraph(["a"], name=np.str_("g")).name) is str
 
 
 def test_duplicate_node_name():
