@@ -333,7 +333,7 @@ def test_evaluate_runs_a_duplicated_placer_once(tmp_path, capsys, graph):
     out = tmp_path / "o"
     assert main(["evaluate", "-g", graph, "-c", "k80x2,k80x2", "-p", "single,single", "-j", "1", "-o", str(out)]) == 0
     assert len((out / "results.csv").read_text().splitlines()) == 2  # header and one row
-    assert "1 graphs x 1 clusters x 1 placers" in capsys.readouterr().out  # and its table counts each once
+    assert "1 graph x 1 cluster x 1 placer (geometric means)" in capsys.readouterr().out  # and its table counts each once
 
 
 @pytest.mark.parametrize("plot", [False, True])

@@ -97,7 +97,7 @@ def test_a_rerun_with_another_budget_gives_the_new_result(tmp_path, capsys):
     assert main([*common, "--budget", "5"]) == 0
     assert "reusing" not in capsys.readouterr().out
     assert main([*common, "--budget", "5"]) == 0
-    assert f"reusing 1 saved rows of {out / 'results.csv'}" in capsys.readouterr().out
+    assert f"reusing 1 saved row of {out / 'results.csv'}" in capsys.readouterr().out
     assert main([*common, "--budget", "400"]) == 0
     assert "reusing" not in capsys.readouterr().out  # another budget: the saved row does not stand
     rows = list(csv.DictReader((out / "results.csv").open()))
@@ -517,3 +517,16 @@ def test_a_placer_progress_bar_asked_for_is_refused_as_evaluate_turns_it_off(tmp
     assert err.startswith("gnplace: error: -O ppo.progress=true: evaluate shows one bar of its rows") and err.count(
         "\n") == 1
     assert not (tmp_path / "ev").exists()
+
+
+def test_the_table_title_counts_in_words_and_says_when_it_holds_rows_of_earlier_runs(tmp_path, capsys):
+    """A rerun with another placer printed "1 graphs x 1 clusters x 1 placers" over a table of two placers' lines."""
+    out = tmp_path / "ev"
+    common = ["evaluate", "--graphs", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "--clusters", "k80x2", "--jobs", "1",
+              "--out", str(out)]
+    assert main([*common, "--placers", "single,round_robin"]) == 0
+    assert "1 graph x 1 cluster x 2 placers (geometric means)" in capsys.readouterr().out
+    assert main([*common, "--placers", "heft"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 graph x 1 cluster x 1 placer, and 2 rows of earlier runs kept in results.csv (geometric" in printed
+    assert all(f" {name} " in printed for name in ("heft", "round_robin", "single"))
