@@ -291,9 +291,9 @@ def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[s
         return []
     if not overwrite:
         raise InvalidArgument(
-            f"{out} holds another dataset ({have['family']}, {len(files)} graphs, seed {have['seed']}, "
-            f"{have['optimizer']}, {len(tests)} in the test split): use another folder, or overwrite it "
-            "(overwrite=True; --overwrite of gnplace generate and scripts/make_datasets.py)"
+            f"{out} holds another dataset ({have['family']}, {len(files)} graph{'' if len(files) == 1 else 's'}, "
+            f"seed {have['seed']}, {have['optimizer']}, {len(tests)} in the test split): use another folder, or "
+            "overwrite it (overwrite=True; --overwrite of gnplace generate and scripts/make_datasets.py)"
         )
     keep = set(wanted["files"])
     (out / "manifest.json").unlink()  # an interruption from here on leaves no manifest over a mix of two datasets

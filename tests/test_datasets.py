@@ -81,6 +81,8 @@ def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_pa
             generate_dataset("ptb", arguments.pop("count"), tmp_path, **arguments)
         assert folder_bytes(tmp_path) == before
     generate_dataset("ptb", 1, tmp_path, seed=8, test_count=0, overwrite=True)
+    with pytest.raises(InvalidArgument, match="holds another dataset \\(ptb, 1 graph, seed 8, sgd, 0 in the test"):
+        generate_dataset("ptb", 1, tmp_path, seed=9, test_count=0)  # one graph, not "1 graphs"
     assert sorted(folder_bytes(tmp_path)) == ["manifest.json", "ptb_000.gnpg"]  # ptb_001 went with the old dataset
     assert load_manifest(tmp_path)["seed"] == 8
     (tmp_path / "manifest.json").write_text("[]")
@@ -423,7 +425,7 @@ def test_the_dataset_script_replaces_a_dataset_of_other_arguments_only_under_ove
     again = ["--out", str(tmp_path), "--families", "ptb", "--count", "1", "--test-count", "0", "--seed", "1"]
     assert script.main(again) == 2
     err = capsys.readouterr().err
-    assert "holds another dataset (ptb, 1 graphs, seed 0" in err and "scripts/make_datasets.py" in err
+    assert "holds another dataset (ptb, 1 graph, seed 0" in err and "scripts/make_datasets.py" in err
     assert load_manifest(tmp_path / "ptb")["seed"] == 0  # nothing replaced
     assert script.main([*again, "--overwrite"]) == 0
     assert load_manifest(tmp_path / "ptb")["seed"] == 1
