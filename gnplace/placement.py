@@ -364,7 +364,8 @@ def _from_names(
     missing = np.flatnonzero(devices < 0)
     if missing.size:
         raise InvalidPlacement(
-            f"{source}: {missing.size} ops of graph {graph.name!r} have no device, "
+            f"{source}: {missing.size} {'op' if missing.size == 1 else 'ops'} of graph {graph.name!r} "
+            f"{'has' if missing.size == 1 else 'have'} no device, "
             f"e.g. {graph.node_names[int(missing[0])]!r}{other_graph}"
         )
     return Placement(devices, cluster, GraphKey.of(graph))

@@ -222,7 +222,7 @@ def test_a_placement_is_not_read_where_a_device_of_the_same_name_is_of_another_k
     [
         ([0, 1], r"placement has 2 entries, graph 'chain3' has 3 ops"),
         ([0, 1, 5], r"op 'op2' is placed on device 5, but cluster 'k80x2' has devices 0\.\.1"),
-        ({"op0": "gpu0", "op1": "gpu1"}, r"^placement: 1 ops of graph 'chain3' have no device, e\.g\. 'op2'$"),
+        ({"op0": "gpu0", "op1": "gpu1"}, r"^placement: 1 op of graph 'chain3' has no device, e\.g\. 'op2'$"),
         ({"op0": "gpu0", "op1": "gpu0", "op2": "gpu7"}, r"^placement: op 'op2' is placed on unknown device 'gpu7' \(cluster 'k80x2' has gpu0, gpu1\)$"),
         ({"op0": "gpu0", "op1": "gpu0", "op2": "gpu0", "op9": "gpu0"}, r"^placement: op 'op9' is not in graph 'chain3'$"),
         ({"op0": 0, "op1": 0, "op2": 0}, r"placed on unknown device 0"),
@@ -342,7 +342,7 @@ def write_placement(tmp_path, mapping) -> object:
 @pytest.mark.parametrize(
     "mapping, problem",
     [
-        ({"op0": "gpu0", "op1": "gpu1"}, r"1 ops of graph 'chain3' have no device, e\.g\. 'op2'"),
+        ({"op0": "gpu0", "op1": "gpu1"}, r"1 op of graph 'chain3' has no device, e\.g\. 'op2'"),
         ({}, r"3 ops of graph 'chain3' have no device, e\.g\. 'op0'"),
         ({"op0": "gpu0", "op1": "gpu1", "op2": "tpu0"}, r"op 'op2' is placed on unknown device 'tpu0' \(cluster 'k80x2' has gpu0, gpu1\)"),
         ({"op0": "gpu0", "op1": "gpu1", "op2": "gpu1", "extra": "gpu0"}, r"op 'extra' is not in graph 'chain3'"),
@@ -360,7 +360,7 @@ def test_placement_file_for_another_graph(tmp_path, k80x2):
     with pytest.raises(InvalidPlacement, match=r"op 'op3' is not in graph 'chain3' \(the file was made for graph "
                                                r"'chain4'\)$"):
         load_placement(path, chain_graph(3), k80x2)
-    with pytest.raises(InvalidPlacement, match=r"1 ops of graph 'chain5' have no device, e\.g\. 'op4' \(the file was "
+    with pytest.raises(InvalidPlacement, match=r"1 op of graph 'chain5' has no device, e\.g\. 'op4' \(the file was "
                                                r"made for graph 'chain4'\)$"):
         load_placement(path, chain_graph(5), k80x2)
 
