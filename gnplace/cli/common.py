@@ -27,7 +27,7 @@ __all__ = [
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
     "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
-    "device_names", "ESCAPED", "escaped_streams", "printable_name", "markup_name", "script_parser",
+    "device_names", "ESCAPED", "escaped_streams", "printable_name", "markup_name", "script_parser", "counted",
 ]
 
 
@@ -182,6 +182,16 @@ def resolve_placement(
         return Path(placer).name, load_placement(placer, graph, cluster)
     placed = make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
     return placer, check_placed(placed, graph, cluster, placer)
+
+
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, the noun plural unless the count is one, for the commands' summaries.
+
+    Examples:
+        >>> counted(1, "op"), counted(0, "group"), counted(17, "group")
+        ('1 op', '0 groups', '17 groups')
+    """
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def whole_number(text: str) -> int:

@@ -17,6 +17,7 @@ from gnplace.cli.common import (
     check_output_folder,
     checkpoint_readers,
     cluster_list,
+    counted,
     file_path,
     markup_name,
     one_line,
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         def resume_at(count: int) -> None:  # a rerun starts its count at the rows saved before
             if count:
                 bar.done_before(count)
-                bar.note(f"reusing {_counted(count, 'saved row')} of {Path(args.out) / 'results.csv'}")
+                bar.note(f"reusing {counted(count, 'saved row')} of {Path(args.out) / 'results.csv'}")
 
         rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep,
                         progress=lambda r: bar.advance(f"{r.graph} {r.cluster} {r.placer}"))
@@ -232,19 +233,14 @@ def _report_failures(failed: list[Row], over: list[tuple[Row, str | None]], runs
     return 2 if impossible else 1
 
 
-def _counted(count: int, noun: str) -> str:
-    """``count`` and ``noun``, plural unless one: ``1 graph``, ``2 clusters``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _title(graphs: int, clusters: int, placers: int, earlier: int) -> str:
     """The printed table's title: this run's graphs, clusters and placers, and the earlier runs' rows it holds too.
 
     The table summarises every row of ``results.csv``; a rerun with other placers or graphs keeps the rows saved
     before, so its table listed placers that the title's count ("1 graphs x 1 clusters x 1 placers") left out.
     """
-    title = f"{_counted(graphs, 'graph')} x {_counted(clusters, 'cluster')} x {_counted(placers, 'placer')}"
-    more = f", and {_counted(earlier, 'row')} of earlier runs kept in results.csv" if earlier else ""
+    title = f"{counted(graphs, 'graph')} x {counted(clusters, 'cluster')} x {counted(placers, 'placer')}"
+    more = f", and {counted(earlier, 'row')} of earlier runs kept in results.csv" if earlier else ""
     return f"{title}{more} (geometric means)"
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from gnplace.cli.common import (
     add_input_shape_argument,
     add_optimizer_argument,
+    counted,
     file_path,
     input_shapes,
     markup_name,
@@ -84,11 +85,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     console = stdout_console()  # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
-    console.print(f"[bold]{markup_name(report['graph'])}[/]: {report['ops']} ops, {report['edges']} edges, "
-                  f"{report['groups']} groups (largest {report['largest_group_ops']} ops)")
-    phases = ", ".join(
-        f"{p} {n} ops / {format_flops(report['flops_by_phase'][p])}" for p, n in report["ops_by_phase"].items()
-    )
+    console.print(f"[bold]{markup_name(report['graph'])}[/]: {counted(report['ops'], 'op')}, "
+                  f"{counted(report['edges'], 'edge')}, {counted(report['groups'], 'group')} "
+                  f"(largest {counted(report['largest_group_ops'], 'op')})")
+    phases = ", ".join(f"{p} {counted(n, 'op')} / {format_flops(report['flops_by_phase'][p])}"
+                       for p, n in report["ops_by_phase"].items())
     console.print(f"by phase: {phases}")
     console.print(f"total {format_flops(report['total_flops'])}; "
                   f"parameters + optimizer state {format_bytes(report['param_bytes'])}; "

@@ -25,6 +25,7 @@ from gnplace.cli.common import (
     check_output_file,
     check_output_folder,
     check_shared_options,
+    counted,
     file_path,
     input_shapes,
     option_files,
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     counts = np.bincount(placement.devices, minlength=cluster.num_devices)
     shown = [k for k in range(cluster.num_devices) if counts[k] or cluster.num_devices <= 16]
-    per_device = ", ".join(f"{printable_name(cluster.device_names[k])} {int(counts[k])} ops / "
+    per_device = ", ".join(f"{printable_name(cluster.device_names[k])} {counted(int(counts[k]), 'op')} / "
                            f"{format_bytes(result.peak_memory[k])}" for k in shown)
     if len(shown) < cluster.num_devices:  # a large cluster: the devices used, and how many are not
         per_device += f"; {cluster.num_devices - len(shown)} of {cluster.num_devices} devices unused"

@@ -10,6 +10,7 @@ from gnplace.cli.common import (
     add_optimizer_argument,
     check_not_input,
     check_output_file,
+    counted,
     file_path,
     input_shapes,
     markup_name,
@@ -145,7 +146,8 @@ def _print_table(report: dict[str, Any]) -> None:
     console = stdout_console()
     # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
     console.print(
-        f"[bold]{markup_name(report['graph'])}[/] ({report['ops']} ops, {report['groups']} groups) on "
+        f"[bold]{markup_name(report['graph'])}[/] ({counted(report['ops'], 'op')}, "
+        f"{counted(report['groups'], 'group')}) on "
         f"[bold]{markup_name(report['cluster'])}[/], {_placed_by(report)}, mode {report['mode']}"
     )
     console.print(

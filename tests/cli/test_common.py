@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gnplace.cli.common import check_output_folder, parse_placer_options, resolve_placement
+from gnplace.cli.common import check_output_folder, counted, parse_placer_options, resolve_placement
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument, InvalidPlacement, UnknownName
 from gnplace.placement import Placement, save_placement
@@ -477,3 +477,8 @@ def test_a_count_at_either_bound_is_accepted_and_one_past_it_refused():
         check_count(4, "--jobs", minimum=5, maximum=5)
     with pytest.raises(InvalidArgument, match=r"^--jobs must be at most 5, got 6$"):
         check_count(6, "--jobs", minimum=5, maximum=5)
+
+
+def test_a_count_of_one_takes_the_singular():
+    """The summaries said "1 ops", "1 groups" and "1 graphs x 1 clusters x 1 placers"."""
+    assert [counted(n, "op") for n in (0, 1, 2)] == ["0 ops", "1 op", "2 ops"]

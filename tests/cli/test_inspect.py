@@ -8,7 +8,7 @@ import pytest
 
 from gnplace.cli import main
 from gnplace.graph_io import save_graph
-from gnplace.toy import mlp_training_graph
+from gnplace.toy import chain_graph, mlp_training_graph
 
 
 @pytest.fixture(autouse=True)
@@ -135,3 +135,12 @@ def test_a_module_factory_is_counted_with_the_optimizer_asked_for(capsys):
         assert main(["simulate", "gnplace.execute.examples:mlp", "-c", "k80x2", "--optimizer", optimizer, "--json"]) == 0
         steps[optimizer] = json.loads(capsys.readouterr().out)["step_time_s"]
     assert steps["adam"] > steps["sgd"]
+
+
+def test_a_count_of_one_is_printed_in_the_singular(tmp_path, capsys):
+    """A graph of one op printed "1 ops, 0 edges, 1 groups (largest 1 ops)" and "forward 1 ops"."""
+    path = save_graph(chain_graph(1), tmp_path / "one.gnpg")
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "chain1: 1 op, 0 edges, 1 group (largest 1 op)" in out
+    assert "by phase: forward 1 op / 1.000 GFLOP, backward 0 ops / 0 FLOP, update 0 ops / 0 FLOP" in out

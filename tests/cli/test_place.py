@@ -9,8 +9,9 @@ import pytest
 
 from gnplace.cli import main
 from gnplace.cluster import load_cluster
-from gnplace.graph_io import load_graph
+from gnplace.graph_io import load_graph, save_graph
 from gnplace.placement import load_placement
+from gnplace.toy import chain_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "datasets" / "examples"
@@ -774,3 +775,10 @@ def test_fine_tuning_says_when_its_budget_left_the_zero_shot_placement_untimed(t
     assert "  zero-shot placement not timed: its candidates and one PPO batch need --budget " in out
     assert main([*common, "--budget", "100"]) == 0
     assert "zero-shot" not in capsys.readouterr().out
+
+
+def test_a_device_of_one_op_is_counted_in_the_singular(tmp_path, capsys):
+    """The per-device line said "gpu0 1 ops / 3.81 MiB"."""
+    path = save_graph(chain_graph(1), tmp_path / "one.gnpg")
+    assert main(["place", str(path), "-c", "k80x2", "-p", "single"]) == 0
+    assert "  gpu0 1 op / 3.81 MiB, gpu1 0 ops / 0 B" in capsys.readouterr().out.splitlines()

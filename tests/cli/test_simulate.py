@@ -536,3 +536,9 @@ def test_an_empty_placer_is_refused_as_empty_not_read_as_the_current_folder(caps
     assert main(["simulate", str(graph_file), "-p", placer]) == 2
     err = capsys.readouterr().err
     assert err == f"gnplace: error: --placer {placer!r} is empty; name a placer or a placement file\n"
+
+
+def test_a_count_of_one_is_printed_in_the_singular(capsys, tmp_path):
+    """A graph of one op and one group was "chain1 (1 ops, 1 groups)"."""
+    path = save_graph(chain_graph(1), tmp_path / "one.gnpg")
+    assert "chain1 (1 op, 1 group) on k80x4" in run_ok(capsys, str(path))
