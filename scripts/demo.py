@@ -91,14 +91,17 @@ def main(argv: list[str] | None = None) -> int:
     if "--baselines" in argv:
         return baselines([a for a in argv if a != "--baselines"])
     parser = script_parser(__file__, __doc__)
-    parser.add_argument("--clusters", default="k80x4,tight4", help="comma-separated presets or YAML files")
-    parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one")
+    parser.add_argument("--clusters", default="k80x4,tight4",
+                        help="comma-separated presets or YAML files (default: k80x4,tight4)")
+    parser.add_argument("--samples", type=int, default=16,
+                        help="sampled placements beside the greedy one (default: 16)")
     parser.add_argument("--checkpoint", default=None, type=file_path,
                         help="policy checkpoint (default: the shipped one)")
     parser.add_argument("--per-family", type=int, default=0,
                         help="the first N test graphs of each family (default: 0, all 8)")
     parser.add_argument("--jobs", "-j", type=int, default=2, help="worker processes (default: 2)")
-    parser.add_argument("--out", "-o", default=str(ROOT / "out" / "demo"), help="folder of the Gantt chart")
+    parser.add_argument("--out", "-o", default=str(ROOT / "out" / "demo"),
+                        help="folder of the Gantt chart (default: out/demo)")
     # taken before parsing (above): listed so that --help names it; --baselines --help lists its own options
     parser.add_argument("--baselines", action="store_true",
                         help="instead, every non-learned placer on GRAPH files (default: the example graphs) on "

@@ -8,6 +8,7 @@ from typing import Any
 from gnplace.cli.common import (
     add_input_shape_argument,
     add_optimizer_argument,
+    counted,
     device_names,
     file_path,
     input_shapes,
@@ -199,8 +200,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
     count, annealed = summary["evaluations"], summary["polish_evaluations"]
     of_them = f" ({annealed} of them annealing from the search's best)" if annealed else ""  # ("1 evaluations (0 of")
-    print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
-          f"{count} evaluation{'s' if count != 1 else ''}{of_them} in {format_seconds(summary['seconds'])}")
+    print(f"{summary['graph']} ({counted(summary['ops'], 'op')}) on {summary['cluster']}, timer {summary['timer']}, "
+          f"{counted(count, 'evaluation')}{of_them} in {format_seconds(summary['seconds'])}")
     print(f"  fine-tuned   {format_seconds(summary['step_time_s']):>12}{'  (OOM)' if summary['oom'] else ''}")
     rounds = len(summary["final_rounds_s"]["search"])
     afresh = "afresh" if rounds == 1 else f"afresh (median of {rounds} rounds)"

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import file_path
+from gnplace.cli.common import counted, file_path
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import PHASES
 from gnplace.importers import OPTIMIZERS
@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     phases = ", ".join(f"{n} {p}" for p, n in summary["ops_by_phase"].items())
     flops = ", ".join(f"{p} {format_flops(f)}" for p, f in summary["flops_by_phase"].items())
-    print(f"wrote {path}: {graph.num_ops} ops ({phases}), {graph.num_edges} edges, {graph.num_groups} groups; "
+    print(f"wrote {path}: {counted(graph.num_ops, 'op')} ({phases}), {counted(graph.num_edges, 'edge')}, "
+          f"{counted(graph.num_groups, 'group')}; "
           f"{flops}; parameters + optimizer state {format_bytes(graph.total_param_bytes)}")
     return 0

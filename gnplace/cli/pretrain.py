@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import print_json, whole_number
+from gnplace.cli.common import counted, print_json, whole_number
 from gnplace.exceptions import InvalidArgument
 from gnplace.runlock import LOCK_NAME
 
@@ -217,7 +217,7 @@ def _print_summary(summary: dict[str, Any], export: str | None) -> None:
     seconds = summary["wall_seconds"]
     took = f" in {format_seconds(seconds)}" if seconds is not None else \
         " (its wall time is unknown: its checkpoints hold none)"
-    print(f"pretraining {done}: {summary['iterations']} iterations{took}")
+    print(f"pretraining {done}: {counted(summary['iterations'], 'iteration')}{took}")
     print(f"  policy      {printable_name(summary['policy'])}")
     if summary["best"] is not None:
         score = summary["best_validation"]

@@ -546,6 +546,8 @@ def test_the_summary_prints_the_runs_seconds_in_the_unit_that_fits(capsys):
     assert capsys.readouterr().out.splitlines()[0].endswith(" in 3600.000 s")
     _print_summary({**summary, "evaluations": 1, "polish_evaluations": 0})  # "1 evaluations (0 of them annealing"
     assert capsys.readouterr().out.splitlines()[0].endswith("timer sim, 1 evaluation in 40.000 ms")
+    _print_summary({**summary, "ops": 1})  # "g (1 ops) on"
+    assert capsys.readouterr().out.startswith("g (1 op) on k80x2, timer sim, 30 evaluations (7 of")
 
 
 @pytest.mark.heavy

@@ -47,6 +47,19 @@ def test_import_writes_the_training_graph(tmp_path, capsys):
     assert g.name == "mlp" and g.flops[g.index("mm")] == 2 * 8 * 16 * 16
 
 
+def test_import_puts_a_count_of_one_in_the_singular(tmp_path, capsys):
+    """A model of one Relu printed "1 edges, 1 groups"."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    relu = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (tmp_path / "r.onnx").write_bytes(relu.SerializeToString())
+    assert main(["import", str(tmp_path / "r.onnx"), "-o", str(tmp_path / "r.gnpg")]) == 0
+    captured = capsys.readouterr()
+    assert f"wrote {tmp_path / 'r.gnpg'}: 2 ops (2 forward, 0 backward, 0 update), 1 edge, 1 group; " in captured.out
+    assert "no initializer is trained" in captured.err  # (the forward pass alone)
+
+
 def test_import_with_input_shape_optimizer_and_json(tmp_path, capsys, documented_keys):
     model = write_mlp(tmp_path / "mlp.onnx")
     assert main(["import", str(model), "-o", str(tmp_path / "g.gnpg"), "--input-shape", "x=32,16",

@@ -300,6 +300,8 @@ def test_the_summary_prints_the_runs_wall_time_as_the_cli_prints_times_and_says_
                "best": None, "best_validation": None, "validation": {}}
     _print_summary(summary, None)
     assert capsys.readouterr().out.splitlines()[0] == "pretraining done: 2 iterations in 40.000 ms"
+    _print_summary({**summary, "iterations": 1}, None)  # "1 iterations"
+    assert capsys.readouterr().out.splitlines()[0] == "pretraining done: 1 iteration in 40.000 ms"
     _print_summary({**summary, "already_done": True, "wall_seconds": None}, None)
     assert capsys.readouterr().out.splitlines()[0] == ("pretraining had finished before: nothing trained: 2 iterations "
                                                        "(its wall time is unknown: its checkpoints hold none)")
