@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, UnknownName
 from gnplace.graph import OpGraph
 from gnplace.limits import check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
@@ -159,7 +159,11 @@ class AnnealingPlacer:
         if isinstance(start, str) and start not in _STARTS:
             from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
 
-            PLACERS.resolve(start)  # a misspelt start is refused here, not after the run began
+            if start not in PLACERS:  # a misspelt start is refused here, not after the run began; the line said
+                # "unknown placer 'x'", naming neither the option (-O annealing.start=x) nor best and random
+                raise UnknownName(f"AnnealingPlacer: start: unknown placer {start!r} (choose one of: "
+                                  f"{', '.join(sorted([*PLACERS.names(), 'best', 'random']))}, or a placer)")
+            PLACERS.resolve(start)  # (its module imports: one that cannot is refused here too)
         numbers = {"initial_temperature": initial_temperature, "final_temperature": final_temperature,
                    "reheat_temperature": reheat_temperature, "swap_probability": swap_probability,
                    "block_probability": block_probability, "pull_probability": pull_probability,

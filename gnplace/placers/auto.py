@@ -73,7 +73,7 @@ class AutoPlacer:
         from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
 
         for name in candidates:
-            PLACERS.resolve(name)  # a misspelt candidate is refused here, not when placing
+            PLACERS.resolve(name, where="AutoPlacer: candidates")  # misspelt: refused here, not when placing
         self.candidates = candidates
         self.timer = timer or Simulator()
         self.progress = progress

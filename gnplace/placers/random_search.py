@@ -79,7 +79,7 @@ class RandomSearchPlacer:
         if start is not None:
             from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
 
-            PLACERS.resolve(start)  # a misspelt start is refused here, not after the run began
+            PLACERS.resolve(start, where="RandomSearchPlacer: start")  # misspelt: refused here, not after the run began
         self.start = start
         self.timer = timer or Simulator()
         self.progress = progress

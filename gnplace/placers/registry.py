@@ -177,8 +177,11 @@ class PlacerRegistry(Mapping[str, type]):
             raise UnknownPlacer(f"unknown placer {name!r} (choose one of: {', '.join(sorted(self._entries))})")
         return self.resolve(name)
 
-    def resolve(self, name: str) -> type:
+    def resolve(self, name: str, *, where: str = "") -> type:
         """The class registered as ``name``, importing its module on first use.
+
+        ``where`` names the option that gave ``name`` (``"AutoPlacer: candidates"``), the start of an unknown name's
+        line: a placer's option naming another placer said "unknown placer 'x'", and not which option did.
 
         Raises:
             UnknownName: if nothing is registered as ``name``; the message lists the choices.
@@ -186,7 +189,8 @@ class PlacerRegistry(Mapping[str, type]):
         """
         target = self._entries.get(name) if isinstance(name, str) else None
         if target is None:
-            raise UnknownName(f"unknown placer {name!r} (choose one of: {', '.join(sorted(self._entries))})")
+            raise UnknownName(f"{where}{': ' if where else ''}unknown placer {name!r} "
+                              f"(choose one of: {', '.join(sorted(self._entries))})")
         if isinstance(target, type):
             return target
         module_name, class_name = target.split(":")

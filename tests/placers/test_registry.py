@@ -232,11 +232,13 @@ def test_a_name_that_is_not_a_string_is_an_unknown_placer(name):
         PLACERS.resolve(name)
 
 
-@pytest.mark.parametrize("name, options", [("annealing", {"start": "hetf"}), ("random_search", {"start": "hetf"}),
-                                           ("auto", {"candidates": ["heft", "hetf"]})])
-def test_a_misspelt_placer_name_in_an_option_is_refused_when_the_placer_is_made(name, options):
-    # not after a run began: evaluate builds every placer before it replaces saved rows
-    with pytest.raises(UnknownName, match="unknown placer 'hetf'"):
+@pytest.mark.parametrize("name, options, option", [("annealing", {"start": "hetf"}, "AnnealingPlacer: start"),
+                                                   ("random_search", {"start": "hetf"}, "RandomSearchPlacer: start"),
+                                                   ("auto", {"candidates": ["heft", "hetf"]}, "AutoPlacer: candidates")])
+def test_a_misspelt_placer_name_in_an_option_is_refused_when_the_placer_is_made(name, options, option):
+    """Not after a run began: evaluate builds every placer before it replaces saved rows. The line names the option
+    (``-O annealing.start=hetf`` said "unknown placer 'hetf'", as if ``-p hetf`` had been given)."""
+    with pytest.raises(UnknownName, match=rf"^{option}: unknown placer 'hetf' \(choose one of: "):
         make_placer(name, **options)
 
 
