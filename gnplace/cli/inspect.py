@@ -104,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
                       f"single device ({markup_name(report['single_device'])}) step "
                       f"{format_seconds(report['single_device_step_s'])}, "
                       f"peak {format_bytes(report['single_device_peak_bytes'])}{oom}")
+    if not report["top_op_types"]:  # --top 0, or no op: a table of headers alone
+        console.print("op types: none listed" if report["ops"] else "op types: none (no ops)")
+        return 0
     table = Table(title="op types")
     for col in ("type", "count", "FLOP"):
         table.add_column(col, justify="left" if col == "type" else "right",

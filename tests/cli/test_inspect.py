@@ -120,7 +120,16 @@ def test_a_graph_of_no_ops_is_summarised_not_a_traceback(tmp_path, capsys):
 
     save_graph(OpGraph([], [], name="empty"), tmp_path / "empty.gnpg")
     assert main(["inspect", str(tmp_path / "empty.gnpg")]) == 0
-    assert "no ops, so no step to time" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no ops, so no step to time" in out
+    assert out.endswith("op types: none (no ops)\n") and "count" not in out  # not a table of headers alone
+
+
+def test_top_0_lists_no_op_type_and_prints_no_empty_table(tmp_path, capsys):
+    path = save_graph(mlp_training_graph(layers=2, width=32, batch=4), tmp_path / "g.gnpg")
+    assert main(["inspect", str(path), "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("op types: none listed\n") and "FLOP \u2503" not in out and "matmul" not in out
 
 
 def test_a_module_factory_is_counted_with_the_optimizer_asked_for(capsys):
