@@ -584,6 +584,9 @@ class CTC(nn.Module):
     ("functional", ((12,), (4,)), (4,), {}),  # unbatched: frames [T, 8]
     # an empty target: its loss is divided by max(length, 1), as ATen divides it, not by 0
     ("functional", ((12, 12, 12), (4, 0, 5)), (3, 5), {"zero_infinity": True}),
+    # padded targets wider than the longest target, and a sequence of no frame (and no target): eager takes both
+    ("functional", ((12, 10, 12), (4, 3, 5)), (3, 7), {}),
+    ("functional", ((12, 0, 12), (4, 0, 5)), (3, 5), {"zero_infinity": True}),
 ])
 def test_ctc_loss_of_lengths_given_as_ints_records_and_replays_eagers_loss_and_gradients(call, lengths, targets,
                                                                                          options):
@@ -622,6 +625,16 @@ def test_ctc_loss_of_lengths_in_tensors_or_of_lengths_that_do_not_fit_is_refused
                          (((12, 12), (4, 3)), "must be of size batch_size")):
         with pytest.raises(UnsupportedGraph, match=f"op aten._ctc_loss.default failed: ctc_loss: .*{why}"):
             record_training_step(CTC("functional", lengths), (frames, targets), loss=lambda loss: loss)
+    # as eager refuses them: a negative target length, target lengths not one per sequence, concatenated targets
+    # longer or shorter than the target lengths sum to
+    for lengths, given, why in ((((12, 12, 12), (4, -1, 5)), targets, "at least 0"),
+                                (((12, 12, 12), (4, 3)), targets, "must be of size batch_size"),
+                                (((12, 12, 12), (4, 3, 5)), torch.randint(1, 6, (13,)), "the target lengths sum to 12"),
+                                (((12, 12, 12), (4, 3, 5)), torch.randint(1, 6, (11,)), "the target lengths sum to 12")):
+        with pytest.raises(RuntimeError):
+            nn.functional.ctc_loss(torch.randn(12, 3, 6).log_softmax(-1), given, *lengths)
+        with pytest.raises(UnsupportedGraph, match=f"op aten._ctc_loss.default failed: ctc_loss: .*{why}"):
+            record_training_step(CTC("functional", lengths), (frames, given), loss=lambda loss: loss)
     with pytest.raises(UnsupportedGraph, match=r"ctc_loss: blank 6 must be in label range \(0..5\)"):  # 6 classes
         record_training_step(CTC("functional", ((12, 12, 12), (4, 3, 5)), blank=6), (frames, targets),
                              loss=lambda loss: loss)
