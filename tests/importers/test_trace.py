@@ -730,3 +730,151 @@ def test_replay_leaves_the_recorded_buffers_as_they_were():
     before = {k: v.clone() for k, v in trace.buffers.items()}
     trace.replay()
     assert all(torch.equal(trace.buffers[k], v) for k, v in before.items())
+
+
+class _Block(nn.Module):
+    """``b(tanh(a(x)))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x)))
+
+
+class _CheckpointedSteps(nn.Module):
+    """One block called at three steps, each a reentrant checkpointed segment."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = _Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            x = torch.utils.checkpoint.checkpoint(self.cell, x, use_reentrant=True)
+        return x.square().sum()
+
+
+def test_the_first_op_of_a_rerun_call_is_that_calls_too():
+    """The weight's ``t`` is the first op each rerun ``cell.a`` makes (an autograd node numbered as the call's first
+    mark): its backward, a weight's gradient, is its Linear's, never the model's."""
+    trace = record_training_step(_CheckpointedSteps(), (torch.randn(2, 4, requires_grad=True),))
+    assert {op.call[0] for op in trace.ops if op.backward and op.name == "t"} == {"cell.a", "cell.b"}
+
+
+class _Branches(nn.Module):
+    """``a`` called on one tensor before a checkpointed segment and twice inside it, around ``b``."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.a, self.b, self.reentrant = nn.Linear(4, 4), nn.Linear(4, 4), reentrant
+
+    def segment(self, h: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(h)) + self.a(h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.segment, self.a(x), use_reentrant=self.reentrant).square().sum()
+
+
+def test_a_reentrant_rerun_recomputes_the_segments_calls_in_their_order():
+    """The reentrant checkpoint reruns its whole segment: ``a`` (its second call), ``b``, ``a`` (its third)."""
+    trace = record_training_step(_Branches(reentrant=True), (torch.randn(2, 4),))
+    assert trace.module_calls == {"": 1, "a": 3, "b": 1}
+    assert calls_of(trace, "addmm", backward=True) == [("a", 1), ("b", 0), ("a", 2)]
+
+
+class _NestedCheckpoints(nn.Module):
+    """A reentrant checkpointed segment holding another around ``blk``, given the outer segment's own input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blk = _Block()
+
+    def segment(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.blk, h, use_reentrant=True) * 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.segment, self.blk(x), use_reentrant=True).square().sum()
+
+
+def test_a_nested_reentrant_rerun_given_a_detach_of_a_detach_is_the_call_it_recomputes():
+    """The inner segment's rerun gets a detach (the inner checkpoint's) of a detach (the outer's) of ``blk``'s first
+    output: both reruns of ``blk`` recompute its second call, the one inside the segment, not a call of their own."""
+    trace = record_training_step(_NestedCheckpoints(), (torch.randn(2, 4),))
+    assert trace.module_calls == {"": 1, "blk": 2, "blk.a": 2, "blk.b": 2}
+    assert calls_of(trace, "tanh", backward=True) == [("blk", 1), ("blk", 1)]
+    assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
+
+
+class _TwoSegmentsOfOneInput(nn.Module):
+    """``fc`` checkpointed twice (non-reentrant) on the same tensor: two segments that compute the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.fc = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        y = torch.utils.checkpoint.checkpoint(self.fc, h, use_reentrant=False)
+        z = torch.utils.checkpoint.checkpoint(self.fc, h, use_reentrant=False)
+        return (y * z).sum()
+
+
+def test_two_segments_of_one_input_each_recompute_their_own_call():
+    """Each segment's rerun is the call of its own segment: the two calls' backwards are alike, op for op (the
+    recomputed ``weight.t()`` included), though the first call's accumulates the weight's two gradients."""
+    from collections import Counter
+
+    trace = record_training_step(_TwoSegmentsOfOneInput(), (torch.randn(2, 4),))
+    count = Counter(op.call for op in trace.ops if op.backward and op.name in ("t", "mm", "detach"))
+    assert count[("fc", 0)] == count[("fc", 1)] > 0
+
+
+class _RerunsAnotherLayer(nn.Module):
+    """A reentrant segment whose rerun calls ``c`` where its forward called ``b`` (control flow that differs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c, self.rerun = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4), False
+
+    def segment(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.a(h)
+        out = self.c(h) if self.rerun else self.b(h)
+        self.rerun = True
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.segment, x, use_reentrant=True).square().sum()
+
+
+def test_a_rerun_call_the_forward_did_not_make_is_a_new_call_of_its_module():
+    trace = record_training_step(_RerunsAnotherLayer(), (torch.randn(2, 4, requires_grad=True),))
+    assert calls_of(trace, "addmm", backward=True) == [("a", 0), ("c", 0)]  # not b's call
+
+
+def _refuse(module: nn.Module, args: tuple) -> None:
+    raise ValueError("not now")
+
+
+class _CatchesItsChild(nn.Module):
+    """Calls ``flaky``, whose own pre-hook raises, and goes on without it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flaky, self.fc = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.flaky.register_forward_pre_hook(_refuse)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            self.flaky(x)
+        except ValueError:
+            pass
+        return torch.tanh(self.fc(x))
+
+
+def test_a_child_whose_pre_hook_raises_closes_no_call_of_its_parent():
+    """The child's pre-hook raised before the recorder's ran: its post-hook (always called) must not close the parent's."""
+    trace = record_training_step(nn.Sequential(_CatchesItsChild()), (torch.randn(2, 4),), loss=lambda y: y.sum())
+    assert calls_of(trace, "tanh", backward=False) == [("0", 0)]
+    assert calls_of(trace, "tanh_backward", backward=True) == [("0", 0)]
