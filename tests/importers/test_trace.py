@@ -878,3 +878,19 @@ def test_a_child_whose_pre_hook_raises_closes_no_call_of_its_parent():
     trace = record_training_step(nn.Sequential(_CatchesItsChild()), (torch.randn(2, 4),), loss=lambda y: y.sum())
     assert calls_of(trace, "tanh", backward=False) == [("0", 0)]
     assert calls_of(trace, "tanh_backward", backward=True) == [("0", 0)]
+
+
+def test_memory_owners_lists_the_pieces_of_nested_splits_outermost_first():
+    """``a, b = h.chunk(2); a1, a2 = a.chunk(2)``: ``a1`` lies in piece 0 of the first chunk, then piece 0 of the
+    second; walking ``a1`` first remembers ``a`` on the way, with its own piece alone."""
+    from types import SimpleNamespace
+
+    from gnplace.importers.trace import memory_owners
+
+    ops = [SimpleNamespace(name="addmm"), SimpleNamespace(name="chunk"), SimpleNamespace(name="chunk")]
+    h, a, a1, a2 = Ref("op", 0), Ref("op", 1, 0), Ref("op", 2, 0), Ref("op", 2, 1)
+    storage = memory_owners(ops, {1: h, 2: a}.get, [None, None, None])
+    assert storage(a1) == (h, ((1, 0), (2, 0)))
+    assert storage(a) == (h, ((1, 0),))
+    assert storage(a2) == (h, ((1, 0), (2, 1)))
+    assert storage(Ref("op", 1, 1)) == (h, ((1, 1),))
