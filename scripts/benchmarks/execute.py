@@ -285,27 +285,42 @@ def run_device_map(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """The ``fidelity``, ``apply`` and ``device-map`` subcommands."""
     fid = add_command(sub, "fidelity", run_fidelity, "simulator against real two-rank steps after calibration")
-    fid.add_argument("--graphs", nargs="+", default=[f"gnplace.execute.examples:{n}" for n in ("mlp", "convnet", "branchy")])
-    fid.add_argument("--placements", type=int, default=8, help="placements per graph")
-    fid.add_argument("--repeats", type=int, default=7, help="timed steps per measurement (median)")
+    fid.add_argument("--graphs", nargs="+", default=[f"gnplace.execute.examples:{n}" for n in ("mlp", "convnet", "branchy")],
+                     metavar="MODULE:FACTORY",
+                     help="the models measured, each a function returning (module, example_inputs) or (module, "
+                          "example_inputs, loss) (default: gnplace.execute.examples:mlp, :convnet and :branchy)")
+    fid.add_argument("--placements", type=int, default=8,
+                     help="placements per graph that split the step, the fast placers' and random ones (default: 8)")
+    fid.add_argument("--repeats", type=int, default=7,
+                     help="timed steps per measurement, the median kept (default: 7)")
     fid.add_argument("--rounds", type=int, default=5,
                      help="measurements of each placement, in turn; the median is its step (default: 5)")
     fid.add_argument("--anchor-rounds", type=int, default=5,
                      help="calibration: measurements of the one-device step, the median anchored to (default: 5)")
     fid.add_argument("--probe-rounds", type=int, default=5,
                      help="calibration: rounds of the link and message probes, the medians kept (default: 5)")
-    fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
-    fid.add_argument("--seed", type=whole_number, default=0)
+    fid.add_argument("--finetune-budget", type=int, default=60,
+                     help="real-step evaluations of fine-tuning on each graph (default: 60; 0: no fine-tuning)")
+    fid.add_argument("--seed", type=whole_number, default=0,
+                     help="seed of the placements measured (default: 0)")
     fid.add_argument("--timer", default="dist", choices=["dist", "local"],
                      help="dist: two gloo ranks of one thread (default); local: --devices of this process")
     fid.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     fid.add_argument("--threads", type=int, default=1, help="local: torch CPU threads of the cpu device (default: 1)")
-    fid.add_argument("--out", "-o", default="out/bench_fidelity")
+    fid.add_argument("--out", "-o", default="out/bench_fidelity",
+                     help="folder of fidelity.json and of each graph's calibration and fine-tuning "
+                          "(default: out/bench_fidelity)")
     app = add_command(sub, "apply", run_apply, "a step placed by gnplace.apply on one CPU against eager PyTorch's")
     app.add_argument("--models", nargs="+", default=[f"gnplace.execute.examples:{name}" for name in
-                                                      ("mlp", "convnet", "branchy", "transformer")])
-    app.add_argument("--rounds", type=int, default=6)
-    app.add_argument("--repeat", type=int, default=20)
+                                                      ("mlp", "convnet", "branchy", "transformer")],
+                     metavar="MODULE:FACTORY",
+                     help="the models timed, each a function returning (module, example_inputs) or (module, "
+                          "example_inputs, loss) (default: gnplace.execute.examples:mlp, :convnet, :branchy and "
+                          ":transformer)")
+    app.add_argument("--rounds", type=int, default=6,
+                     help="rounds, eager and placed in turn, the best round's median kept (default: 6)")
+    app.add_argument("--repeat", type=int, default=20,
+                     help="training steps timed per round, the median kept (default: 20)")
     dm = add_command(sub, "device-map", run_device_map, "placements as device_maps against accelerate's and from_pretrained's")
     dm.add_argument("--families", nargs="*", default=["cifar10", "ptb", "nmt"],
                     help="families models are drawn from (default: all three; none: no name)")
@@ -313,5 +328,7 @@ def add_parsers(sub: Any) -> None:
                     help="models drawn per family, seeds 0 to N - 1 (default: 3; at least 1)")
     dm.add_argument("--real-models", nargs="*", default=["gpt2", "bert_base", "t5_small", "vit_base", "resnet50"],
                     metavar="NAME", help="real models, with their shipped graphs (default: all five; none: no name)")
-    dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
-    dm.add_argument("--placers", nargs="+", default=["auto", "policy"])
+    dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"],
+                    help="cluster presets or YAML files, each placed on (default: k80x4 v100x8 tight4)")
+    dm.add_argument("--placers", nargs="+", default=["auto", "policy"],
+                    help="placers whose placements are exported as device_maps (default: auto policy)")

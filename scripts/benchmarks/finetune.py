@@ -648,45 +648,67 @@ def run_screen_model(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """The ``finetune``, ``screen-model`` and ``noisy-steps`` subcommands."""
     ft = add_command(sub, "finetune", run_finetune, "fine-tuning from the checkpoint against PPO from scratch")
-    ft.add_argument("--budget", type=int, default=4000)
-    ft.add_argument("--clusters", nargs="+", default=["k80x4"])
-    ft.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    ft.add_argument("--budget", type=int, default=4000,
+                    help="simulator evaluations of each search, from scratch and fine-tuned (default: 4000)")
+    ft.add_argument("--clusters", nargs="+", default=["k80x4"],
+                    help="cluster presets or YAML files, each searched on (default: k80x4)")
+    ft.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"],
+                    help="shipped families whose graphs are searched (default: cifar10 ptb nmt)")
     add_per_family_argument(ft, 2, "graphs of --split")
     ft.add_argument("--split", choices=("test", "val"), default="test",
                     help="the graphs searched: test, or val for tuning fine-tuning's options: the training graphs "
                          "every shipped checkpoint held out (default: test)")
-    ft.add_argument("--seed", type=whole_number, default=0)
-    ft.add_argument("--jobs", "-j", type=int, default=2)
-    ft.add_argument("--out", "-o", default="out/bench_finetune")
+    ft.add_argument("--seed", type=whole_number, default=0, help="seed of both searches (default: 0)")
+    ft.add_argument("--jobs", "-j", type=int, default=2,
+                    help="worker processes (default: 2; 1: no worker, the pairs run in this process)")
+    ft.add_argument("--out", "-o", default="out/bench_finetune",
+                    help="folder of finetune.json, from which a rerun resumes (default: out/bench_finetune)")
     ft.add_argument("--checkpoint", default=None, help="fine-tune from this policy (default: the shipped one)")
-    ft.add_argument("--ft-samples", type=int, default=16, help="fine-tuning: placements per iteration")
-    ft.add_argument("--ft-epochs", type=int, default=4, help="fine-tuning: PPO epochs per batch")
-    ft.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning: learning rate")
-    ft.add_argument("--ft-imitation", type=int, default=0, help="fine-tuning: imitation steps on auto first")
+    ft.add_argument("--ft-samples", type=int, default=16,
+                    help="fine-tuning: placements per PPO iteration (default: 16)")
+    ft.add_argument("--ft-epochs", type=int, default=4, help="fine-tuning: PPO epochs per batch (default: 4)")
+    ft.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning: learning rate (default: 1e-3)")
+    ft.add_argument("--ft-imitation", type=int, default=0,
+                    help="fine-tuning: imitation steps on auto's placement first (default: 0, none)")
     ft.add_argument("--no-ft-zero-shot", dest="ft_zero_shot", action="store_false",
-                    help="fine-tuning skips the checkpoint's zero-shot placement (auto's and the search's alone)")
+                    help="fine-tuning skips the checkpoint's zero-shot placement (auto's and the search's alone; "
+                         "default: the zero-shot placement is a candidate)")
     add_option_argument(ft)  # -O finetune.prior=6, -O scratch.modules=false
     sm = add_command(sub, "screen-model", run_screen_model,
                      "fine-tuning's screen from nothing or from the simulator, mismatched steps")
     sm.add_argument("--mismatch", nargs=3, type=float, default=[0.5, 0.5, 2.0], metavar=("SIGMA", "BANDWIDTH", "LATENCY"),
-                    help="op-seconds noise and link bandwidth and latency factors of the stand-in for real steps")
-    sm.add_argument("--budget", type=int, default=400)
-    sm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
-    sm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+                    help="the stand-in for real steps: op seconds' lognormal noise, and factors of every link's "
+                         "bandwidth and latency (default: 0.5 0.5 2)")
+    sm.add_argument("--budget", type=int, default=400,
+                    help="timer evaluations (stand-in steps) of each fine-tuning (default: 400)")
+    sm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"],
+                    help="cluster presets or YAML files, each fine-tuned on (default: k80x4 v100x8 tight4)")
+    sm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"],
+                    help="shipped families whose test graphs are fine-tuned on (default: cifar10 ptb nmt)")
     add_per_family_argument(sm, 1)
-    sm.add_argument("--seed", type=whole_number, default=0)
-    sm.add_argument("--jobs", "-j", type=int, default=2)
-    sm.add_argument("--out", "-o", default="out/bench_screen_model")
+    sm.add_argument("--seed", type=whole_number, default=0, help="seed of both fine-tunings of a pair (default: 0)")
+    sm.add_argument("--jobs", "-j", type=int, default=2,
+                    help="worker processes (default: 2; 1: no worker, the pairs run in this process)")
+    sm.add_argument("--out", "-o", default="out/bench_screen_model",
+                    help="folder of screen_model.json, from which a rerun resumes (default: out/bench_screen_model)")
     ns = add_command(sub, "noisy-steps", run_noisy_steps,
                      "fine-tuning's search on noisy steps, a new fastest placement measured again or not")
-    ns.add_argument("--budget", type=int, default=120)
+    ns.add_argument("--budget", type=int, default=120,
+                    help="timer evaluations (noisy steps) of each fine-tuning search (default: 120)")
     ns.add_argument("--sigma", type=float, default=0.12, help="noise of one measurement, lognormal (default: 0.12)")
     ns.add_argument("--mismatch", type=float, default=0.3,
                     help="op-seconds error of the simulator against the true step, lognormal (default: 0.3)")
-    ns.add_argument("--confirm", type=int, nargs="+", default=[0, 2], help="values of finetune --confirm compared")
-    ns.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
-    ns.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    ns.add_argument("--confirm", type=int, nargs="+", default=[0, 2],
+                    help="values of finetune --confirm compared: the extra measurements of a new fastest placement, "
+                         "a search each (default: 0 2)")
+    ns.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"],
+                    help="cluster presets or YAML files, each searched on (default: k80x4 v100x8 tight4)")
+    ns.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"],
+                    help="shipped families whose test graphs are searched (default: cifar10 ptb nmt)")
     add_per_family_argument(ns, 1)
-    ns.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ns.add_argument("--jobs", "-j", type=int, default=2)
-    ns.add_argument("--out", "-o", default="out/bench_noisy_steps")
+    ns.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                    help="seeds of the searches and of their noise, a search each (default: 0 1 2)")
+    ns.add_argument("--jobs", "-j", type=int, default=2,
+                    help="worker processes (default: 2; 1: no worker, the pairs run in this process)")
+    ns.add_argument("--out", "-o", default="out/bench_noisy_steps",
+                    help="folder of noisy_steps.json, from which a rerun resumes (default: out/bench_noisy_steps)")

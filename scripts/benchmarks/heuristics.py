@@ -83,9 +83,10 @@ def run_exact(args: argparse.Namespace) -> int:
 
     The graphs are the shipped examples and the first ``--per-family`` test graphs of each of
     ``--families`` coarsened to ``--groups`` groups (``--families`` with no name: the examples alone);
-    the exact placer runs for at most ``--time-limit`` seconds a graph and reports whether it proved
-    its placement optimal, and its gap. The summary is over the placements proved optimal, and each
-    placer's mean over its placements that fit (those out of memory are counted: a step no device runs).
+    the exact placer runs for at most ``--time-limit`` units of CP-SAT deterministic time a graph (not wall
+    seconds) and reports whether it proved its placement optimal, and its gap. The summary is over the
+    placements proved optimal, and each placer's mean over its placements that fit (those out of memory are
+    counted: a step no device runs).
     """
     rows = bench_exact(args)
     proved = [r for r in rows if r["status"] == "optimal"]  # over an unproved placement a heuristic may be < 1
@@ -112,15 +113,23 @@ def run_placers(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """The ``exact`` and ``placers`` subcommands."""
     exact = add_command(sub, "exact", run_exact, "heuristics against the exact placer on small graphs")
-    exact.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4"])
-    exact.add_argument("--groups", type=int, default=12, help="coarsen dataset graphs to this many groups")
+    exact.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4"],
+                       help="cluster presets or YAML files, each placed on (default: k80x2 k80x4)")
+    exact.add_argument("--groups", type=int, default=12,
+                       help="coarsen dataset graphs to this many groups (default: 12)")
     exact.add_argument("--families", nargs="*", default=["cifar10", "ptb", "nmt"],
-                       help="families whose test graphs are coarsened and placed (none given: the examples alone)")
+                       help="families whose test graphs are coarsened and placed (default: cifar10 ptb nmt; none "
+                            "given: the examples alone)")
     add_per_family_argument(exact, 2)
-    exact.add_argument("--time-limit", type=float, default=20.0)
-    exact.add_argument("--placers", nargs="+", default=FAST_PLACERS)
+    exact.add_argument("--time-limit", type=float, default=20.0,
+                       help="the exact placer's limit a graph, in CP-SAT deterministic time units, not wall seconds "
+                            "(1 to 4 wall seconds a unit on an idle 2-core machine) (default: 20)")
+    exact.add_argument("--placers", nargs="+", default=FAST_PLACERS,
+                       help=f"placers compared with the exact one (default: {' '.join(FAST_PLACERS)})")
     placers = add_command(sub, "placers", run_placers, "placement time of the fast placers")
-    placers.add_argument("--ops", type=int, default=2000)
-    placers.add_argument("--cluster", default="k80x4")
-    placers.add_argument("--repeat", type=int, default=5)
-    placers.add_argument("--placers", nargs="+", default=FAST_PLACERS)
+    placers.add_argument("--ops", type=int, default=2000, help="ops of the random layered graph (default: 2000)")
+    placers.add_argument("--cluster", default="k80x4", help="cluster preset or YAML file (default: k80x4)")
+    placers.add_argument("--repeat", type=int, default=5,
+                         help="placements timed of each placer, the median reported (default: 5)")
+    placers.add_argument("--placers", nargs="+", default=FAST_PLACERS,
+                         help=f"placers timed (default: {' '.join(FAST_PLACERS)})")

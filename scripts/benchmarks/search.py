@@ -371,29 +371,47 @@ def run_ppo_speed(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """The ``search``, ``curves`` and ``ppo-speed`` subcommands."""
     search = add_command(sub, "search", run_search, "search placers against auto on the test split")
-    search.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
-    search.add_argument("--budget", type=int, default=20_000)
-    search.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
-    search.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
-    search.add_argument("--split", default="test")
+    search.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"],
+                        help="search placers run beside auto (default: ppo reinforce annealing)")
+    search.add_argument("--budget", type=int, default=20_000,
+                        help="timer evaluations of each search placer's run (default: 20000)")
+    search.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"],
+                        help="cluster presets or YAML files, each placed on (default: k80x4 v100x8 tight4)")
+    search.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"],
+                        help="shipped families whose graphs are placed (default: cifar10 ptb nmt)")
+    search.add_argument("--split", default="test",
+                        help="the split of each family's manifest placed: test, train or all (default: test)")
     add_per_family_argument(search, None, "graphs of --split")
-    search.add_argument("--seed", type=whole_number, default=0)
-    search.add_argument("--jobs", "-j", type=int, default=2)
-    search.add_argument("--out", "-o", default="out/bench_search")
+    search.add_argument("--seed", type=whole_number, default=0,
+                        help="seed of every run, auto's included; rows of other seeds in --out are left out of the "
+                             "summary (default: 0)")
+    search.add_argument("--jobs", "-j", type=int, default=2,
+                        help="worker processes, one thread each (default: 2)")
+    search.add_argument("--out", "-o", default="out/bench_search",
+                        help="folder of gnplace evaluate's results.csv, from which a rerun resumes "
+                             "(default: out/bench_search)")
     add_option_argument(search)  # e.g. -O ppo.prelude=0: PPO alone
     curves = add_command(sub, "curves", run_curves, "learning curves of the search placers")
     curves.add_argument("--graphs", nargs="+", type=file_path, help="graph files (default: the first test graph of each family)",
                         default=[str(DATASETS / family / f"{family}_002.gnpg") for family in ("cifar10", "ptb", "nmt")])
-    curves.add_argument("--cluster", default="k80x4")
-    curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
-    curves.add_argument("--budget", type=int, default=20_000)
-    curves.add_argument("--seed", type=whole_number, default=0)
+    curves.add_argument("--cluster", default="k80x4",
+                        help="cluster preset or YAML file, of two devices or more (default: k80x4)")
+    curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"],
+                        help="search placers (those that take a budget), ppo and reinforce with no annealing prelude "
+                             "(default: ppo reinforce annealing)")
+    curves.add_argument("--budget", type=int, default=20_000,
+                        help="timer evaluations of each search (default: 20000)")
+    curves.add_argument("--seed", type=whole_number, default=0,
+                        help="seed of each search and of auto's reference placement (default: 0)")
     curves.add_argument("--out", "-o", default=str(DATASETS.parent / "docs" / "figures"),
                         help="folder of the figures and their JSON (default: the project's docs/figures, wherever it "
                              "runs from, as the report's section 6)")
     speed = add_command(sub, "ppo-speed", run_ppo_speed, "seconds of one PPO iteration")
-    speed.add_argument("--nodes", type=int, default=1000)
-    speed.add_argument("--cluster", default="k80x4")
-    speed.add_argument("--samples", type=int, default=32)
-    speed.add_argument("--epochs", type=int, default=10)
-    speed.add_argument("--repeat", type=int, default=5)
+    speed.add_argument("--nodes", type=int, default=1000,
+                       help="decision nodes (ops) of the random layered graph, about 8 a layer (default: 1000)")
+    speed.add_argument("--cluster", default="k80x4", help="cluster preset or YAML file (default: k80x4)")
+    speed.add_argument("--samples", type=int, default=32,
+                       help="placements sampled and timed per iteration, at least 2 (default: 32)")
+    speed.add_argument("--epochs", type=int, default=10, help="PPO gradient steps per iteration (default: 10)")
+    speed.add_argument("--repeat", type=int, default=5,
+                       help="iterations timed, the median reported (default: 5)")

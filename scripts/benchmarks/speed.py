@@ -307,31 +307,52 @@ def run_memory(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """The ``sim``, ``import``, ``scale``, ``devices`` and ``memory`` subcommands."""
     sim = add_command(sub, "sim", run_sim, "simulator evaluations")
-    sim.add_argument("--ops", type=int, default=2000)
-    sim.add_argument("--devices", type=int, default=4)
-    sim.add_argument("--repeat", type=int, default=300)
-    sim.add_argument("--batch", type=int, default=256)
-    sim.add_argument("--json", action="store_true")
+    sim.add_argument("--ops", type=int, default=2000, help="ops of the random layered graph (default: 2000)")
+    sim.add_argument("--devices", type=int, default=4, help="K80 GPUs of the cluster (default: 4)")
+    sim.add_argument("--repeat", type=int, default=300,
+                     help="single evaluations timed per placement, the median reported; the batched call is timed "
+                          "--repeat / 50 times, at least 3 (default: 300)")
+    sim.add_argument("--batch", type=int, default=256,
+                     help="random placements of one time_batch call (default: 256)")
+    sim.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     imp = add_command(sub, "import", run_import, "training-graph extraction from PyTorch (one core)")
-    imp.add_argument("--layers", type=int, nargs="+", default=[6, 15, 30])
-    imp.add_argument("--json", action="store_true")
+    imp.add_argument("--layers", type=int, nargs="+", default=[6, 15, 30],
+                     help="depths (layers L) of the ENAS cifar10 networks extracted, one row each (default: 6 15 30)")
+    imp.add_argument("--json", action="store_true", help="print the rows as JSON instead of one line each")
     scale = add_command(sub, "scale", run_scale, "coarsen + m_etf + expand + simulate on 10k..100k-op graphs")
-    scale.add_argument("--ops", type=int, nargs="+", default=[10_000, 50_000, 100_000])
-    scale.add_argument("--groups", type=int, default=1000)
-    scale.add_argument("--cluster", default="k80x4")
-    scale.add_argument("--cache", default="out/bench")
-    scale.add_argument("--full-up-to", type=int, default=20_000, help="also run m_etf on the full graph up to this size")
+    scale.add_argument("--ops", type=int, nargs="+", default=[10_000, 50_000, 100_000],
+                       help="approximate ops of each ENAS cifar10 graph (cells stacked) (default: 10000 50000 100000)")
+    scale.add_argument("--groups", type=int, default=1000, help="groups the graphs are coarsened to (default: 1000)")
+    scale.add_argument("--cluster", default="k80x4", help="cluster preset or YAML file (default: k80x4)")
+    scale.add_argument("--cache", default="out/bench",
+                       help="folder the large generated graphs are cached in, reused while their recipe holds "
+                            "(default: out/bench)")
+    scale.add_argument("--full-up-to", type=int, default=20_000,
+                       help="also run m_etf on the full graph of at most this many ops, and the step-time cost of "
+                            "coarsening (default: 20000)")
     devices = add_command(sub, "devices", run_devices, "op times, simulator, list-scheduler setup, coarsening per device count")
-    devices.add_argument("--ops", type=int, default=100_000)
-    devices.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096])
-    devices.add_argument("--repeat", type=int, default=3)
+    devices.add_argument("--ops", type=int, default=100_000, help="ops of the random layered graph (default: 100000)")
+    devices.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096],
+                         help="K80 counts of the clusters, one row each (default: 4 256 4096)")
+    devices.add_argument("--repeat", type=int, default=3, help="calls timed of each, the median reported (default: 3)")
     place = add_command(sub, "devices-place", run_devices_place, "the list schedulers' seconds per device count")
-    place.add_argument("--ops", type=int, default=100_000)
-    place.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096])
-    place.add_argument("--placers", nargs="+", default=["heft", "m_etf", "m_sct"])
-    place.add_argument("--cache", default="out/bench")
+    place.add_argument("--ops", type=int, default=100_000,
+                       help="approximate ops of the ENAS cifar10 graph (default: 100000)")
+    place.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096],
+                       help="K80 counts of the clusters, one row each (default: 4 256 4096)")
+    place.add_argument("--placers", nargs="+", default=["heft", "m_etf", "m_sct"],
+                       help="placers timed (default: heft m_etf m_sct)")
+    place.add_argument("--cache", default="out/bench",
+                       help="folder the large generated graph is cached in, reused while its recipe holds "
+                            "(default: out/bench)")
     mem = add_command(sub, "memory", run_memory, "peak RSS of simulate and place on 10k and 100k-op graphs")
-    mem.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
-    mem.add_argument("--clusters", nargs="+", default=["k80x4"])
-    mem.add_argument("--placers", nargs="+", default=["single", "m_etf", "auto", "policy"])
-    mem.add_argument("--cache", default="out/bench")
+    mem.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000],
+                     help="approximate ops of each ENAS cifar10 graph (default: 10000 100000)")
+    mem.add_argument("--clusters", nargs="+", default=["k80x4"],
+                     help="cluster presets or YAML files, each measured (default: k80x4)")
+    mem.add_argument("--placers", nargs="+", default=["single", "m_etf", "auto", "policy"],
+                     help="placers of `gnplace place -p P`, each in a process of its own (default: single m_etf auto "
+                          "policy)")
+    mem.add_argument("--cache", default="out/bench",
+                     help="folder the large generated graphs are cached in, reused while their recipe holds "
+                          "(default: out/bench)")

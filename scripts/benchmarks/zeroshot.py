@@ -555,27 +555,43 @@ def add_parsers(sub: Any) -> None:
 
     zs = add_command(sub, "zeroshot", run_zeroshot, "zero-shot placement by the pretrained policy against auto")
     zs.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
-    zs.add_argument("--samples", type=int, default=16)
+    zs.add_argument("--samples", type=int, default=16,
+                    help="K: samples beside the greedy placement, the policy's and those of greedy + K at temperature 1 "
+                         "(default: 16)")
     zs.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
                     help="the policy's constructor checkpoints, or none (default: the shipped ones)")
     add_decoding_arguments(zs)
-    zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"],
+                    help="shipped families whose graphs of --split are placed (default: cifar10 ptb nmt)")
     zs.add_argument("--split", choices=("test", "train"), default="test",
                     help="the split placed: train for tuning decoding settings on graphs other than the test "
                          "graphs (default: test)")
-    zs.add_argument("--min-ops", type=int, default=0, metavar="OPS", help="only graphs of more than OPS ops")
-    zs.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"])
-    zs.add_argument("--real-clusters", nargs="*", default=["k80x4", "v100x8"])
+    zs.add_argument("--min-ops", type=int, default=0, metavar="OPS",
+                    help="only graphs of more than OPS ops of --families (default: 0, every graph)")
+    zs.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"],
+                    help="cluster presets or YAML files the families' graphs are placed on (default: k80x2 k80x4 "
+                         "v100x8 tight4 cpu_gpu)")
+    zs.add_argument("--real-clusters", nargs="*", default=["k80x4", "v100x8"],
+                    help="clusters the real models (datasets/real/) are placed on (default: k80x4 v100x8; none: no "
+                         "real model)")
     zs.add_argument("--unseen-clusters", nargs="*", default=[str(DATASETS.parent / "configs" / "clusters" / f"{n}.yaml")
                                                              for n in ("mixed_generations", "hosts3x4", "p100x16",
-                                                                       "newkind4")])
-    zs.add_argument("--unseen-per-family", type=int, default=3, help="test graphs per family on unseen clusters")
+                                                                       "newkind4")],
+                    help="clusters no pretraining saw, a few test graphs placed on each (default: the YAML files "
+                         "mixed_generations, hosts3x4, p100x16 and newkind4 of configs/clusters/; none: no unseen "
+                         "cluster)")
+    zs.add_argument("--unseen-per-family", type=int, default=3,
+                    help="the first N test graphs of each family placed on the unseen clusters (default: 3)")
     zs.add_argument("--seed", type=whole_number, default=0,
                     help="seed of the policy's and auto's placements (default: 0)")
-    zs.add_argument("--jobs", "-j", type=int, default=2)
-    zs.add_argument("--out", "-o", default="out/bench_zeroshot")
+    zs.add_argument("--jobs", "-j", type=int, default=2,
+                    help="worker processes (default: 2; 1: no worker, the pairs placed in this process)")
+    zs.add_argument("--out", "-o", default="out/bench_zeroshot",
+                    help="folder of zeroshot.json and of the rows saved as they are made, from which a rerun "
+                         "resumes (default: out/bench_zeroshot)")
     zs.add_argument("--no-subsets", dest="subsets", action="store_false",
-                    help="the policy decodes on the whole cluster only (ablation)")
+                    help="the policy decodes on the whole cluster only (ablation; default: also on the fastest k "
+                         "devices alone)")
     zs.add_argument("--op-level", type=int, default=None, metavar="OPS",
                     help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 4000)")
     zs.add_argument("--around", action=argparse.BooleanOptionalAction, default=None,
@@ -601,20 +617,26 @@ def add_parsers(sub: Any) -> None:
                        help="zeroshot.json (or its folder) of two or more `bench.py zeroshot` runs of the same "
                             "pairs")
     lat = add_command(sub, "latency", run_latency, "seconds of the policy's greedy placement of 10k and 100k-op graphs")
-    lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
-    lat.add_argument("--cluster", default="k80x4")
-    lat.add_argument("--checkpoint", default=None)
+    lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000],
+                     help="approximate ops of each ENAS cifar10 graph (default: 10000 100000)")
+    lat.add_argument("--cluster", default="k80x4", help="cluster preset or YAML file (default: k80x4)")
+    lat.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     lat.add_argument("--subsets", action="store_true",
                      help="also decode on the fastest k devices alone (default: one greedy placement on all)")
     lat.add_argument("--samples", type=int, default=0, help="samples beside the greedy placement (default: 0)")
     lat.add_argument("--decoding", choices=sorted(LATENCY_DECODINGS), default="greedy",
                      help="greedy: the greedy decode alone, the target's figure; policy: what `-p policy` runs, with "
                           "its constructors, last rounds and polish (default: greedy)")
-    lat.add_argument("--repeat", type=int, default=3)
-    lat.add_argument("--cache", default="out/bench")
+    lat.add_argument("--repeat", type=int, default=3,
+                     help="placements timed of each graph, after a warm-up one, the median reported (default: 3)")
+    lat.add_argument("--cache", default="out/bench",
+                     help="folder the large generated graphs are cached in, reused while their recipe holds "
+                          "(default: out/bench)")
     con = add_command(sub, "constructor", run_constructor, "the placement MDP's finish time against the simulator")
     con.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
-    con.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    con.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"],
+                     help="shipped families whose test graphs are placed (default: cifar10 ptb nmt)")
     add_per_family_argument(con, 2)
-    con.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "cpu_gpu"])
+    con.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "cpu_gpu"],
+                     help="cluster presets or YAML files, each placed on (default: k80x4 v100x8 cpu_gpu)")
     con.add_argument("--op-level", action="store_true", help="also with every op its own decision node")
