@@ -182,13 +182,19 @@ def baselines(argv: list[str]) -> int:
     """Every non-learned placer on the example graphs and every preset (``demo.py --baselines``)."""
     parser = script_parser(__file__, __doc__)
     parser.prog += " --baselines"  # its usage line names the flag that selects it: without it, GRAPH is refused
-    parser.add_argument("graphs", nargs="*", default=[str(p) for p in EXAMPLES], help="graph files")
-    parser.add_argument("--clusters", default=",".join(preset_names()), help="comma-separated presets or YAML files")
-    parser.add_argument("--mode", choices=("default", "placeto"), default="default")
+    parser.add_argument("graphs", nargs="*", default=[str(p) for p in EXAMPLES],
+                        help="graph files (default: the example graphs of datasets/examples/)")
+    parser.add_argument("--clusters", default=",".join(preset_names()),
+                        help="comma-separated presets or YAML files (default: every preset)")
+    parser.add_argument("--mode", choices=("default", "placeto"), default="default",
+                        help="simulator mode (default: default)")
     parser.add_argument("--placers", default=",".join(sorted(PLACERS.names(learned=False), key=lambda n: (n != "single", n))),
                         help="comma-separated placers (default: every non-learned one, single first)")
-    parser.add_argument("--budget", type=int, default=200, help="timer evaluations for search placers")
-    parser.add_argument("--exact-time", type=float, default=1.0, help="deterministic time limit of the exact placer")
+    parser.add_argument("--budget", type=int, default=200,
+                        help="timer evaluations for search placers (default: 200)")
+    parser.add_argument("--exact-time", type=float, default=1.0,
+                        help="the exact placer's time limit, in CP-SAT deterministic time units, not wall seconds "
+                             "(default: 1.0)")
     args = parser.parse_args(argv)
     return run_reporting_errors(_run_baselines, args, "demo")
 

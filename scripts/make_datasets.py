@@ -205,12 +205,17 @@ def _advance(bar: CountBar, family: str, index: int, graph: OpGraph) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Write every shipped graph under ``--out``; bad arguments are one ``make_datasets: error:`` line, exit 2."""
     parser = script_parser(__file__, __doc__)
-    parser.add_argument("--out", "-o", default=str(Path(__file__).resolve().parent.parent / "datasets"))
-    parser.add_argument("--families", default="cifar10,ptb,nmt")
-    parser.add_argument("--count", type=int, default=32)
+    parser.add_argument("--out", "-o", default=str(Path(__file__).resolve().parent.parent / "datasets"),
+                        help="folder the graphs and the statistics table README.md go into (default: the project's "
+                             "datasets/, wherever it runs from)")
+    parser.add_argument("--families", default="cifar10,ptb,nmt",
+                        help="comma-separated families to generate, '' for none (--real alone) (default: cifar10,ptb,nmt)")
+    parser.add_argument("--count", type=int, default=32,
+                        help="graphs drawn for each family, training and test (default: 32)")
     parser.add_argument("--test-count", type=int, default=None,
                         help="graphs of each family in the test split (default: a quarter of --count, as gnplace generate)")
-    parser.add_argument("--seed", type=whole_number, default=0)
+    parser.add_argument("--seed", type=whole_number, default=0,
+                        help="dataset seed of each family, as gnplace generate's (default: 0)")
     parser.add_argument("--real", action="store_true", help="also build datasets/real/ (needs gnplace[models])")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a family's dataset drawn with other arguments (as gnplace generate --overwrite), and a "

@@ -24,6 +24,36 @@ from pathlib import Path
 #: samples the held-out pairs of a validation, which only ``gnplace pretrain`` runs (it was accepted, and inert).
 NOT_FLAGS = frozenset({"val_samples"})
 
+#: The help of each flag of :class:`~gnplace.rl.config.LearnerConfig` (its docstring says more); its default follows.
+FLAG_HELP = {
+    "algo": "ppo (Spotlight's) or reinforce (the policy-gradient ablation)",
+    "mode": "the MDP: construct (every group placed each episode, Spotlight's) or refine (chains moving one group "
+            "per step from the best placement seen, Placeto's and GiPH's)",
+    "samples": "placements sampled per (graph, cluster) per iteration",
+    "epochs": "PPO gradient steps per batch (leave it out with --algo reinforce: one step per batch)",
+    "clip": "PPO's ratio clip epsilon",
+    "beta": "initial KL coefficient beta",
+    "kl_target": "KL per decision the adaptive beta aims at",
+    "entropy": "entropy bonus",
+    "elite": "weight of a cross-entropy pull toward the best placement seen so far (0: off)",
+    "elite_target": "what --elite pulls toward: best (the best placement seen) or samples (the best the policy "
+                    "itself sampled)",
+    "prior": "logit bonus kappa of the best placement's device for every group while sampling (0: the policy alone)",
+    "screen": "candidates drawn per placement timed, M: each batch draws M x --samples and times the --samples the "
+              "screen ranks fastest, once it has learned enough (1: every sample timed)",
+    "screen_model": "what the screen starts from: learned (nothing) or simulator (needs --screen above 1)",
+    "risk": "share of each pair's samples whose advantage is kept, the best ones (1: all, normalised)",
+    "lr": "Adam's learning rate",
+    "grad_clip": "gradient norm bound",
+    "oom_penalty": "reward penalty per unit of relative memory overflow",
+    "imitation_steps": "iterations of imitation before reinforcement",
+    "hidden": "embedding width of the policy",
+    "head": "width of the policy head's hidden layer",
+    "layers": "message-passing rounds of the policy",
+    "alpha": "initial weight of the EFT rule in the logits",
+    "seed": "seed of the policy's weights and of the sampling",
+}
+
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags and train; returns the exit status (2: bad input, one line; 130: Ctrl-C, after a save)."""
@@ -32,19 +62,28 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = script_parser(__file__, __doc__)
     parser.add_argument("--graphs", nargs="+", required=True, help="graph files or dataset folders")
-    parser.add_argument("--split", choices=("all", "train", "test"), default="train")
-    parser.add_argument("--clusters", default="k80x4", help="comma-separated presets or YAML files")
-    parser.add_argument("--iterations", type=int, default=1000)
-    parser.add_argument("--pairs-per-step", type=int, default=1)
-    parser.add_argument("--steps-per-epoch", type=int, default=100)
-    parser.add_argument("--checkpoint-every", type=float, default=300.0, help="seconds between checkpoints")
-    parser.add_argument("--out", "-o", default="out/train")
-    parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--split", choices=("all", "train", "test"), default="train",
+                        help="manifest split of dataset folders (default: train)")
+    parser.add_argument("--clusters", default="k80x4", help="comma-separated presets or YAML files (default: k80x4)")
+    parser.add_argument("--iterations", type=int, default=1000,
+                        help="training iterations in all, imitation included (default: 1000)")
+    parser.add_argument("--pairs-per-step", type=int, default=1,
+                        help="(graph, cluster) pairs per iteration (default: 1)")
+    parser.add_argument("--steps-per-epoch", type=int, default=100,
+                        help="iterations per Lightning epoch, the logs' epoch column (default: 100)")
+    parser.add_argument("--checkpoint-every", type=float, default=300.0,
+                        help="seconds between checkpoints (default: 300)")
+    parser.add_argument("--out", "-o", default="out/train",
+                        help="folder of the logs and checkpoints (default: out/train)")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (nor, where stderr is not a terminal, progress lines)")
     for f in dataclasses.fields(LearnerConfig):
         if f.name not in NOT_FLAGS:
             kind = whole_number if f.name == "seed" else type(f.default)  # --seed as every command reads it
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
+            explained = FLAG_HELP.get(f.name)  # a new setting without its words: no help (tests/scripts catches it)
+            parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default,
+                                help=explained and f"{explained} (default: {f.default})")
     args = parser.parse_args(argv)
     return run_reporting_errors(run, args, "train", "interrupted (--resume continues from the last checkpoint written)")
 
