@@ -893,3 +893,46 @@ def test_an_unknown_device_lists_all_eight_devices_of_a_cluster_of_eight():
     names = ", ".join(f"gpu{k}" for k in range(8))
     with pytest.raises(InvalidPlacement, match=rf"unknown device 'tpu0' \(cluster 'v100x8' has {names}\)$"):
         as_placement(g, load_cluster("v100x8"), {"op0": "tpu0"})
+
+
+def test_an_index_of_two_to_the_62_is_kept_alike_from_every_integer_type(k80x2):
+    """2**62 is the largest index kept as given (a list's, an int64's): a uint64's too, named by ``check``."""
+    for devices in ([2**62], np.array([2**62], dtype=np.int64), np.array([2**62], dtype=np.uint64)):
+        assert Placement(devices, k80x2).devices.tolist() == [4611686018427387904]
+    with pytest.raises(InvalidPlacement, match=r"^op 'op0' is placed on device 4611686018427387904, but cluster "
+                                               r"'k80x2' has devices 0\.\.1$"):
+        as_placement(chain_graph(1), k80x2, np.array([2**62], dtype=np.uint64))
+
+
+def test_a_placement_file_of_an_empty_graph_name_is_not_warned_of_as_another_graphs(tmp_path, k80x2):
+    """A file whose ``graph`` is ``""`` names no graph: it is no other graph's, so no warning names ``''``."""
+    g = chain_graph(3)
+    path = save_placement(tmp_path / "p.json", g, Placement([0, 1, 0], k80x2))
+    data = json.loads(path.read_text())
+    data["graph"] = ""
+    path.write_text(json.dumps(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_placement(path, g).devices.tolist() == [0, 1, 0]
+
+
+def test_a_placement_that_splits_one_colocation_group_says_one_group(k80x2):
+    """One split group is "1 colocation group", in the singular (two are "2 colocation groups")."""
+    from gnplace.placement import check_placed
+
+    g = grouped()  # groups [0, 0, 1, 2, 1]: only group 0 (o0, o1) is split
+    with pytest.raises(InvalidPlacement, match=r"^placer 'mine' returned a placement that splits 1 colocation group "
+                                               r"\(ops that must share a device\) over devices, e\.g\. op 'o0' on gpu0 "
+                                               r"and 'o1' of its group on gpu1$"):
+        check_placed(Placement([0, 1, 0, 0, 0], k80x2, GraphKey.of(g)), g, k80x2, "mine")
+
+
+def test_a_placement_file_whose_cluster_is_empty_names_no_cluster(tmp_path, k80x4):
+    """``"cluster": ""`` names no cluster (it was "made for cluster '', which is not a preset")."""
+    g = chain_graph(2)
+    path = save_placement(tmp_path / "p.json", g, Placement([0, 3], k80x4))
+    data = json.loads(path.read_text())
+    data["cluster"] = ""
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidPlacement, match=r": names no cluster; give the cluster it was made for$"):
+        load_placement(path, g)
