@@ -9,7 +9,7 @@ from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
 from gnplace.sim import Simulator, lower_bound
 from gnplace.sim.bounds import critical_path, work_bound
-from gnplace.toy import layered_graph
+from gnplace.toy import chain_graph, layered_graph
 
 
 def test_critical_path_takes_each_op_on_its_fastest_device():
@@ -464,3 +464,28 @@ def test_never_fits_claims_nothing_within_its_rounding_margin(tmp_path):
     assert not never_fits(g, _cluster_of(tmp_path, floor - 1))
     assert not never_fits(g, _cluster_of(tmp_path, floor - slack + 1))
     assert never_fits(g, _cluster_of(tmp_path, floor - slack - 1))
+
+
+def test_op_times_of_zero_seconds_are_bounded_not_refused():
+    """Times must be >= 0, so an op of 0 s is valid: a -> b of 0 s and (1 s, 2 s) has a critical path of 1 s, and a
+    work bound of 2/3 s (b split 2/3 on the 1 s device, 1/3 on the 2 s one)."""
+    times = np.array([[0.0, 0.0], [1.0, 2.0]])
+    bound = lower_bound(chain_graph(2), load_cluster("k80x2"), times=times)
+    assert bound.critical_path == 1.0
+    assert bound.work == pytest.approx(2 / 3, rel=1e-6) and bound.work <= 2 / 3
+
+
+def test_never_fits_claims_nothing_at_exactly_its_rounding_margin(tmp_path):
+    """A floor past the memory by exactly the margin is not proof, one byte more is.
+
+    a (100,000,000 bytes of parameters, a 300,000,000-byte output) -> y, the backward pass (an empty output): the
+    floor at y is 400,000,000 bytes, the margin 1e-6 x (400,000,000 + 2 x 300,000,000) = 1,000 bytes.
+    """
+    from gnplace.sim.bounds import live_memory_floor, memory_shortfall, never_fits
+
+    g = OpGraph(["a", "y"], [(0, 1)], phase=[0, 1], out_bytes=[300_000_000, 0], edge_bytes=[300_000_000],
+                param_bytes=[100_000_000, 0])
+    assert live_memory_floor(g, Simulator().cost_model.op_time_columns(g, load_cluster("k80x2"))[0]) == 400_000_000
+    at_margin = _cluster_of(tmp_path, 400_000_000 - 1_000)
+    assert memory_shortfall(g, at_margin) is None and not never_fits(g, at_margin)
+    assert never_fits(g, _cluster_of(tmp_path, 400_000_000 - 1_001))
