@@ -217,13 +217,16 @@ def work_bound(times: np.ndarray, *, iterations: int = 200) -> float:
     """Seconds of the fractional-assignment (work) bound for op times ``[num_ops, num_devices]``.
 
     Raises:
-        InvalidArgument: if ``times`` is not a 2-D array of finite seconds >= 0.
+        InvalidArgument: if ``times`` is not a 2-D array of finite seconds >= 0, or has ops but no device.
     """
     from gnplace.exceptions import InvalidArgument
 
     times = _float_times(times)
     if times.ndim != 2:
         raise InvalidArgument(f"op times must have shape [num_ops, num_devices], got {list(times.shape)}")
+    if times.shape[0] and times.shape[1] == 0:  # ops no device can run: 0 s, where critical_path refused them
+        raise InvalidArgument(f"op times must have shape [num_ops, num_devices] with num_devices >= 1 for ops, got "
+                              f"{list(times.shape)}")
     if times.size and not ((times >= 0) & (times < np.inf)).all():  # a NaN, a negative or an infinite time
         op = int(np.flatnonzero(~((times >= 0) & (times < np.inf)).all(axis=1))[0])
         raise InvalidArgument(f"op times must be finite seconds >= 0, got {times[op].tolist()} for op {op}")

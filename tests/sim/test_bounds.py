@@ -489,3 +489,18 @@ def test_never_fits_claims_nothing_at_exactly_its_rounding_margin(tmp_path):
     at_margin = _cluster_of(tmp_path, 400_000_000 - 1_000)
     assert memory_shortfall(g, at_margin) is None and not never_fits(g, at_margin)
     assert never_fits(g, _cluster_of(tmp_path, 400_000_000 - 1_001))
+
+
+def test_work_bound_refuses_ops_without_a_device_as_the_critical_path_does():
+    """Three ops timed on no device (``[3, 0]``) had a work bound of 0 s, where critical_path refused them; no op at
+    all is still 0 s."""
+    from gnplace.exceptions import InvalidArgument
+
+    times = np.zeros((3, 0))
+    with pytest.raises(InvalidArgument, match=r"^op times must have shape \[num_ops, num_devices\] = \[3, num_devices\], "
+                                              r"got \[3, 0\]$"):
+        critical_path(chain_graph(3), times)
+    with pytest.raises(InvalidArgument, match=r"^op times must have shape \[num_ops, num_devices\] with num_devices >= 1 "
+                                              r"for ops, got \[3, 0\]$"):
+        work_bound(times)
+    assert work_bound(np.zeros((0, 2))) == 0.0 and work_bound(np.zeros((0, 0))) == 0.0
