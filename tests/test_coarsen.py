@@ -649,3 +649,26 @@ def test_coarsen_within_coarsens_again_a_graph_one_node_over():
     c = coarsen_within(chain_graph(4), 3, load_cluster("k80x2"))
     assert c.graph.num_ops <= 3
     assert coarsen_within(chain_graph(4), 4, load_cluster("k80x2")).graph.num_ops == 4
+
+
+def test_module_units_take_a_level_that_leaves_exactly_a_quarter_of_the_target():
+    """Two modules of nine ops, to 8 units: the level leaves 2 = 8 / 4 units, not fewer than a quarter, so it is
+    taken (a mutant that refused a level leaving a quarter exactly kept the nine ops apart)."""
+    modules = ["m0.a", "m0.b", "m0.c", "m0.d", "m0.e", "m1.a", "m1.b", "m1.c", "m1.d"]
+    g = OpGraph([f"v{i}" for i in range(9)], [(i, i + 1) for i in range(8)], module=modules)
+    assert module_units(g, 8).tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_a_coarse_graph_is_named_for_its_graph_and_group_count_and_records_what_it_was_coarsened_from():
+    """chain4 to 2 groups is ``chain4@2``; its meta keeps the graph's and adds its name and op count."""
+    g = chain_graph(4).replace(meta={"source": "toy"})
+    coarse = coarsen(g, 2, load_cluster("k80x2")).graph
+    assert coarse.name == "chain4@2"
+    assert coarse.meta == {"source": "toy", "coarsened_from": "chain4", "original_ops": 4}
+
+
+def test_a_coarse_node_of_exactly_two_to_the_62_flop_is_within_the_limit():
+    """The limit refuses a node of more than 2**62 of anything: one of 2**62 FLOP exactly coarsens (a mutant that
+    refused the limit itself passed)."""
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[2.0**62, 0.0], group=[0, 0])
+    assert coarsen(g, 1, load_cluster("k80x2")).graph.flops.tolist() == [2.0**62]
