@@ -379,7 +379,7 @@ def add_parsers(sub: Any) -> None:
                         help="cluster presets or YAML files, each placed on (default: k80x4 v100x8 tight4)")
     search.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"],
                         help="shipped families whose graphs are placed (default: cifar10 ptb nmt)")
-    search.add_argument("--split", default="test",
+    search.add_argument("--split", choices=("test", "train", "all"), default="test",
                         help="the split of each family's manifest placed: test, train or all (default: test)")
     add_per_family_argument(search, None, "graphs of --split")
     search.add_argument("--seed", type=whole_number, default=0,

@@ -331,3 +331,12 @@ def test_curves_write_into_the_projects_docs_figures_by_default_wherever_they_ru
     search.add_parsers(parser.add_subparsers(dest="bench"))
     args = parser.parse_args(["curves"])
     assert Path(args.out) == Path(__file__).resolve().parents[2] / "docs" / "figures"
+
+
+def test_search_refuses_a_split_the_shipped_families_have_not_as_a_usage_error(load_script, tmp_path, capsys):
+    """``--split nosuch`` was taken, then every family refused as "no graphs (split 'nosuch')"."""
+    bench = load_script("bench")
+    with pytest.raises(SystemExit) as exit_status:
+        bench.main(["search", "--split", "nosuch", "--out", str(tmp_path / "s")])
+    assert exit_status.value.code == 2 and "invalid choice: 'nosuch'" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
