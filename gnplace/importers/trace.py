@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -499,7 +500,8 @@ def record_training_step(
         if node is None:
             calls[path] = calls.get(path, -1) + 1
             call_stack.append((path, calls[path]))
-            forward_calls.append(_ForwardCall(call_stack[-1], _SEQUENCE(), first_input))
+            forward_calls.append(_ForwardCall(call_stack[-1], _SEQUENCE(), first_input,
+                                              _checkpoint_segment(recomputing=False)))
         else:  # a checkpoint recomputing its segment: the forward call it reruns
             call_stack.append(rerun.key(path, first_input, node))
             recorder.rerun_open += 1
@@ -840,11 +842,55 @@ class _CallLog:
 
 @dataclass(frozen=True)
 class _ForwardCall:
-    """A module call of the forward: its key, the sequence number when it opened, and its first tensor input."""
+    """A module call of the forward: its key, the sequence number when it opened, its first tensor input, its segment.
+
+    ``segment`` is the non-reentrant ``torch.utils.checkpoint`` segment innermost around the call
+    (:func:`_checkpoint_segment`; ``None`` outside any, or where it cannot be told): the segment's own object, kept
+    alive with the call, so that no other takes its place (an ``id`` would be reused once the segment is freed).
+    """
 
     key: CallKey
     opened: int
     first_input: Ref | None
+    segment: object | None = None
+
+
+#: The saved-tensor pack hooks of ``torch.utils.checkpoint`` that hold its segment (a ``_CheckpointFrame``): the one a
+#: non-reentrant segment's forward runs under (the frame itself), and the one its recomputation runs under (a weak
+#: reference to the frame), each by its qualified name and the name of the closure variable holding it.
+_SEGMENT_HOOKS = {
+    False: ("_checkpoint_hook.__init__.<locals>.pack_hook", "frame"),
+    True: ("_recomputation_hook.__init__.<locals>.pack_hook", "target_frame_ref"),
+}
+
+
+def _checkpoint_segment(recomputing: bool) -> object | None:
+    """The non-reentrant ``torch.utils.checkpoint`` segment running now, its forward's or (``recomputing``) its rerun's.
+
+    A non-reentrant checkpoint runs its segment's forward under saved-tensor hooks of its own, whose pack hook holds
+    the segment (a ``_CheckpointFrame``), and its recomputation under others, whose pack hook holds a weak reference
+    to the same object: the innermost saved-tensor hooks name it. ``None`` where they are other hooks (a reentrant
+    checkpoint has none; the segment's own ``save_on_cpu``), none, or of a torch that holds the segment elsewhere.
+    """
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    hooks = top(True) if top is not None else None
+    if not hooks:
+        return None
+    pack = hooks[0]
+    for _ in range(4):  # under torch._dynamo.disable's wrapper (the recomputation's hook)
+        pack = getattr(pack, "__wrapped__", pack)
+    qualname, variable = _SEGMENT_HOOKS[recomputing]
+    code, closure = getattr(pack, "__code__", None), getattr(pack, "__closure__", None)
+    if (getattr(pack, "__module__", None) != "torch.utils.checkpoint" or getattr(pack, "__qualname__", None) != qualname
+            or code is None or closure is None or variable not in code.co_freevars):
+        return None
+    try:
+        held = closure[code.co_freevars.index(variable)].cell_contents
+    except ValueError:  # an empty cell
+        return None
+    if not recomputing:
+        return held
+    return held() if isinstance(held, weakref.ref) else None
 
 
 #: The autograd node of a reentrant ``torch.utils.checkpoint`` segment (``use_reentrant=True``), whose backward reruns
@@ -859,11 +905,12 @@ class _Recomputation:
     A checkpoint reruns its segment's forward while the backward runs one autograd node (the reentrant
     checkpoint's own node, or the node that first reads a tensor the non-reentrant one did not keep): the calls
     rerun then are the segment's calls, in their forward order, from the one the segment starts with. That one
-    is the forward call of its module given the same first tensor input (the non-reentrant checkpoint gives the
-    segment its inputs again, the reentrant one a ``detach`` of each); else, of the module's forward calls, the
-    first opened after the reentrant checkpoint's node was made, or the last opened before the node that asked
-    for the recomputation was (made inside the segment). A call that does not follow the segment's order (control
-    flow that differs) is a new call of its module, numbered after its forward calls.
+    is, for a non-reentrant segment told by its object (:func:`_checkpoint_segment`), the first forward call of its
+    module inside that segment; else the forward call of its module given the same first tensor input (the
+    non-reentrant checkpoint gives the segment its inputs again, the reentrant one a ``detach`` of each); else, of
+    the module's forward calls, the first opened after the reentrant checkpoint's node was made, or the last opened
+    before the node that asked for the recomputation was (made inside the segment). A call that does not follow the
+    segment's order (control flow that differs) is a new call of its module, numbered after its forward calls.
     """
 
     forward: list[_ForwardCall]
@@ -877,7 +924,8 @@ class _Recomputation:
         """The key of the call of the module ``path`` opened while the backward runs ``node``."""
         trigger = (node.name(), node._sequence_nr())
         if trigger != self.trigger:
-            self.trigger, self.cursor = trigger, self._start(path, self.forward_ref(first_input), node)
+            self.trigger = trigger
+            self.cursor = self._start(path, self.forward_ref(first_input), node, _checkpoint_segment(recomputing=True))
         if self.cursor is not None and self.cursor < len(self.forward) and self.forward[self.cursor].key[0] == path:
             self.cursor += 1
             return self.forward[self.cursor - 1].key
@@ -894,9 +942,17 @@ class _Recomputation:
             ref = op.args[0]
         return ref
 
-    def _start(self, path: str, first_input: Ref | None, node: Any) -> int | None:
-        """The place in ``forward`` of the call of ``path`` that a segment rerun by ``node`` starts with."""
+    def _start(self, path: str, first_input: Ref | None, node: Any, segment: object | None = None) -> int | None:
+        """The place in ``forward`` of the call of ``path`` that a segment rerun by ``node`` starts with.
+
+        ``segment``: the non-reentrant segment being recomputed, where it is known. A segment calling one module
+        twice on its own input (``b(a(h)) + a(h)``) gave that first input to both calls, and the rerun started at
+        the second: its calls were tagged with calls that never ran (``a``'s fourth of three).
+        """
         candidates = [k for k, call in enumerate(self.forward) if call.key[0] == path]
+        inside = [k for k in candidates if segment is not None and self.forward[k].segment is segment]
+        if inside:
+            return inside[0]
         same = [k for k in candidates if first_input is not None and self.forward[k].first_input == first_input]
         if len(same) == 1:
             return same[0]

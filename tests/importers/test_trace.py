@@ -784,6 +784,19 @@ def test_a_reentrant_rerun_recomputes_the_segments_calls_in_their_order():
     assert calls_of(trace, "addmm", backward=True) == [("a", 1), ("b", 0), ("a", 2)]
 
 
+def test_a_non_reentrant_rerun_starts_at_its_segments_first_call_of_a_module_called_twice_on_its_input():
+    """``a`` called twice on the segment's own input: the rerun started at the second call (the last before the node
+    that asked for it), and its ``a``, ``b``, ``a`` were tagged ``a``'s third, ``b``'s second and ``a``'s fourth call,
+    two of them calls that never ran. The segment is told by its own object: the reentrant version's tags (the rerun
+    stops early, inside the last ``a``, once it has what the backward needs)."""
+    trace = record_training_step(_Branches(reentrant=False), (torch.randn(2, 4),))
+    assert trace.module_calls == {"": 1, "a": 3, "b": 1}
+    backward = [op for op in trace.ops if op.backward]
+    rerun = backward[:next(k for k, op in enumerate(backward) if op.name == "mm")]  # before the first gradient
+    assert list(dict.fromkeys(op.call for op in rerun if op.call[0])) == [("a", 1), ("b", 0), ("a", 2)]
+    assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
+
+
 class _NestedCheckpoints(nn.Module):
     """A reentrant checkpointed segment holding another around ``blk``, given the outer segment's own input."""
 
