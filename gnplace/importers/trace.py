@@ -906,11 +906,13 @@ class _Recomputation:
     checkpoint's own node, or the node that first reads a tensor the non-reentrant one did not keep): the calls
     rerun then are the segment's calls, in their forward order, from the one the segment starts with. That one
     is, for a non-reentrant segment told by its object (:func:`_checkpoint_segment`), the first forward call of its
-    module inside that segment; else the forward call of its module given the same first tensor input (the
-    non-reentrant checkpoint gives the segment its inputs again, the reentrant one a ``detach`` of each); else, of
-    the module's forward calls, the first opened after the reentrant checkpoint's node was made, or the last opened
-    before the node that asked for the recomputation was (made inside the segment). A call that does not follow the
-    segment's order (control flow that differs) is a new call of its module, numbered after its forward calls.
+    module inside that segment (for a segment made anew in a rerun, as a reentrant segment's rerun makes those it
+    holds, the first call of its module that the rerun recomputed in it); else the forward call of its module
+    given the same first tensor input (the non-reentrant checkpoint gives the segment its inputs again, the
+    reentrant one a ``detach`` of each); else, of the module's forward calls, the first opened after the reentrant
+    checkpoint's node was made, or the last opened before the node that asked for the recomputation was (made
+    inside the segment). A call that does not follow the segment's order (control flow that differs) is a new call
+    of its module, numbered after its forward calls.
     """
 
     forward: list[_ForwardCall]
@@ -919,6 +921,9 @@ class _Recomputation:
     trigger: tuple[str, int] = ("", -1)  # the autograd node rerunning the segment now (its name and number)
     cursor: int | None = None  # the place in ``forward`` of the call the next rerun call recomputes
     extra: dict[str, int] = field(default_factory=dict)  # new calls of each module in the backward
+    # the non-reentrant segments whose forward ran in a rerun (made anew there), each with the place in ``forward``
+    # of the first call of each module it recomputed: where that segment's own recomputation starts
+    rerun_segments: list[tuple[object, dict[str, int]]] = field(default_factory=list)
 
     def key(self, path: str, first_input: Ref | None, node: Any) -> CallKey:
         """The key of the call of the module ``path`` opened while the backward runs ``node``."""
@@ -928,10 +933,23 @@ class _Recomputation:
             self.cursor = self._start(path, self.forward_ref(first_input), node, _checkpoint_segment(recomputing=True))
         if self.cursor is not None and self.cursor < len(self.forward) and self.forward[self.cursor].key[0] == path:
             self.cursor += 1
+            segment = _checkpoint_segment(recomputing=False)
+            if segment is not None:  # a non-reentrant segment made in the rerun: its own rerun comes later
+                self._rerun_places(segment).setdefault(path, self.cursor - 1)
             return self.forward[self.cursor - 1].key
         self.cursor = None
         self.extra[path] = self.extra.get(path, 0) + 1
         return path, self.calls.get(path, -1) + self.extra[path]
+
+    def _rerun_places(self, segment: object) -> dict[str, int]:
+        """The first place in ``forward`` of each module's call that a rerun recomputed in ``segment`` (made there)."""
+        if self.rerun_segments and self.rerun_segments[-1][0] is segment:
+            return self.rerun_segments[-1][1]
+        places = next((places for made, places in self.rerun_segments if made is segment), None)
+        if places is None:
+            places = {}
+            self.rerun_segments.append((segment, places))
+        return places
 
     def forward_ref(self, ref: Ref | None) -> Ref | None:
         """``ref``, or the forward tensor it is a ``detach`` of, made in the backward (a reentrant rerun's input)."""
@@ -949,6 +967,9 @@ class _Recomputation:
         twice on its own input (``b(a(h)) + a(h)``) gave that first input to both calls, and the rerun started at
         the second: its calls were tagged with calls that never ran (``a``'s fourth of three).
         """
+        made = next((places for made, places in self.rerun_segments if made is segment), {})
+        if path in made:  # a segment made in a rerun: where that rerun recomputed its first call of the module
+            return made[path]
         candidates = [k for k, call in enumerate(self.forward) if call.key[0] == path]
         inside = [k for k in candidates if segment is not None and self.forward[k].segment is segment]
         if inside:

@@ -797,6 +797,29 @@ def test_a_non_reentrant_rerun_starts_at_its_segments_first_call_of_a_module_cal
     assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
 
 
+class _NonReentrantInReentrant(_Branches):
+    """``_Branches``' segment checkpointed non-reentrantly inside a reentrant segment."""
+
+    def __init__(self) -> None:
+        super().__init__(reentrant=True)
+
+    def inner(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(super().segment, h, use_reentrant=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.inner, self.a(x), use_reentrant=True).square().sum()
+
+
+def test_a_non_reentrant_segment_made_in_a_rerun_recomputes_the_calls_that_rerun_recomputed():
+    """The reentrant rerun makes the non-reentrant segment anew (its forward ran under no_grad, without one), and
+    recomputes ``a``, ``b``, ``a``; that segment's own recomputation then started at the last ``a`` before the node
+    asking for it and went on to calls that never ran (``b``'s second, ``a``'s fourth)."""
+    trace = record_training_step(_NonReentrantInReentrant(), (torch.randn(2, 4),))
+    assert trace.module_calls == {"": 1, "a": 3, "b": 1}
+    assert calls_of(trace, "addmm", backward=True) == [("a", 1), ("b", 0), ("a", 2), ("a", 1), ("b", 0)]
+    assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
+
+
 class _NestedCheckpoints(nn.Module):
     """A reentrant checkpointed segment holding another around ``blk``, given the outer segment's own input."""
 
