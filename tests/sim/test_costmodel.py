@@ -155,3 +155,37 @@ def test_spread_sums_are_the_spread_matrixs_column_sums_bit_for_bit(ops):
                            np.zeros(devices, dtype=np.int64)):
                 sums = spread_sums(columns, column)
                 assert sums.tobytes() == spread_columns(columns, column).sum(axis=0).tobytes(), (kinds, devices)
+
+
+def one_way_cluster() -> Cluster:
+    """Two devices whose links differ by direction: 0 -> 1 at 1 GB/s after 10 us, 1 -> 0 at 4 GB/s after 20 us."""
+    devices = [Device(f"d{k}", "gpu", peak_flops=1e12, mem_bandwidth=1e11, memory=1e9) for k in range(2)]
+    return Cluster(devices, [[np.inf, 1e9], [4e9, np.inf]], [[0.0, 1e-5], [2e-5, 0.0]], name="one_way")
+
+
+def test_transfers_and_edge_delays_follow_the_link_from_the_sender_to_the_receiver():
+    """A mutant that read the link back (dst -> src), or the transposed bandwidth or latency, passed on the presets,
+    whose links are alike both ways: 1 MB from d0 to d1 takes 10 us + 1 ms; from d1 to d0 20 us + 0.25 ms."""
+    c = one_way_cluster()
+    assert transfer_time(c, 0, 1, 1e6) == pytest.approx(1.01e-3, rel=1e-12)
+    assert transfer_time(c, 1, 0, 1e6) == pytest.approx(2.7e-4, rel=1e-12)
+    delays = DEFAULT_COSTS.edge_delays(chain_graph(2, out_bytes=1_000_000), c)
+    assert delays[0].ravel().tolist() == pytest.approx([0.0, 1.01e-3, 2.7e-4, 0.0], rel=1e-12)
+
+
+def test_a_cost_models_columns_leave_the_launch_overhead_out_as_its_op_times_do():
+    """PLACETO_COSTS.op_time_columns (what the simulator times by) added the launch overhead its op_times leaves out
+    under a mutant: an op of 1e9 FLOP on a device reaching 5e11 FLOP/s takes 2 ms, 2 ms + 10 us with the overhead."""
+    g = OpGraph(["a"], flops=[1e9], out_bytes=[0])
+    c = Cluster([two_kinds().devices[0]], [[np.inf]], [[0.0]], name="fast")  # 1e12 FLOP/s at 0.5, 10 us overhead
+    placeto, _ = PLACETO_COSTS.op_time_columns(g, c)
+    default, _ = DEFAULT_COSTS.op_time_columns(g, c)
+    assert placeto.ravel().tolist() == pytest.approx([2e-3], rel=1e-12)
+    assert default.ravel().tolist() == pytest.approx([2e-3 + 1e-5], rel=1e-12)
+
+
+def test_a_cost_models_defaults_are_the_simulators_default_mode():
+    """Launch overhead on, no gap after ops or transfers, per-pair links (a mutant of transfer_gap's default passed)."""
+    assert CostModel() == DEFAULT_COSTS
+    assert (DEFAULT_COSTS.launch_overhead, DEFAULT_COSTS.op_gap, DEFAULT_COSTS.channel_bandwidth,
+            DEFAULT_COSTS.transfer_gap) == (True, 0.0, None, 0.0)
