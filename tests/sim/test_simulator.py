@@ -554,6 +554,19 @@ def test_the_cache_keeps_the_graphs_used_last():
     assert sim._prepared(g1, c) is first and len(sim._cache) == 2
 
 
+def test_a_full_cache_drops_its_oldest_graph_for_a_new_one_not_the_new_one():
+    """The graph prepared last stays prepared: a mutant that dropped the newest entry (``popitem(last=True)``) kept
+    the old two and prepared the third graph again at each call."""
+    c = load_cluster("k80x2")
+    g1, g2, g3 = (layered_graph(10, seed=s) for s in range(3))
+    sim = Simulator(cache_size=2)
+    sim._prepared(g1, c)
+    sim._prepared(g2, c)
+    third = sim._prepared(g3, c)  # g1, the oldest, goes
+    assert sim._prepared(g3, c) is third
+    assert list(sim._cache) == [(id(g2), id(c)), (id(g3), id(c))]
+
+
 def test_threads_sharing_a_simulator_are_not_stopped_by_each_others_cache_changes():
     """Another thread dropped a key between a look-up and its move (``simulate``'s shared simulator from threads
     over more graphs than its cache holds: a KeyError of ``move_to_end``), or emptied the cache while one trimmed it."""
