@@ -400,6 +400,7 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu9], link: nvlink2}]}\n", "links.groups[0].devices", r"unknown device 'gpu9' \(devices: gpu0, gpu1\)"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0], link: nvlink2}]}\n", "links.groups[0].devices", r"expected a list of at least two device names, got \['gpu0'\]"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu1]}]}\n", "links.groups[0]", r"missing key 'link'"),
+        (GOOD_DEVICES + "links: {default: pcie3, groups: [{}]}\n", "links.groups[0]", r"missing key 'devices'$"),  # the first
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu1], link: warp}]}\n", "links.groups[0].link", r"unknown link kind 'warp'"),
         (GOOD_DEVICES + "links: {default: pcie3, pairs: [{between: [gpu0, gpu1, gpu0], link: pcie2}]}\n", "links.pairs[0].between", r"expected two device names, got \['gpu0', 'gpu1', 'gpu0'\]"),
         (GOOD_DEVICES + "links: {default: pcie3, pairs: [{between: gpu0, link: pcie2}]}\n", "links.pairs[0].between", r"expected two device names, got 'gpu0'"),
@@ -1051,3 +1052,64 @@ def test_a_devices_defaults_are_the_documented_ones():
     the memory efficiency's and the launch overhead's defaults passed)."""
     d = Device("d", "custom", peak_flops=1e12, mem_bandwidth=1e11, memory=2**30)
     assert (d.flops_efficiency, d.mem_efficiency, d.launch_overhead, d.message_cpu) == (0.5, 0.7, 5e-6, 0.0)
+
+
+def test_a_cluster_file_at_every_limit_loads(tmp_path):
+    """Each limit is allowed itself (a mutant of each of these comparisons, < for <= or > for >=, passed): rates
+    reached of exactly MIN_RATE (1,000 FLOP/s, 1,000 B/s, a link of 1,000 B/s), efficiencies of 1, 2**62 bytes of
+    memory, and durations of MAX_SECONDS = 2**62 / 1,000 s (a launch overhead, a message CPU, a link's latency)."""
+    from gnplace.limits import MAX_SECONDS
+
+    at_limit = f"{{bandwidth: 1000, latency: {MAX_SECONDS!r}}}"
+    path = write(tmp_path, f"""\
+        devices:
+          - {{name: slow, peak_flops: 1000, mem_bandwidth: 1000, memory: {2**62}, flops_efficiency: 1,
+              mem_efficiency: 1, launch_overhead: {MAX_SECONDS!r}, message_cpu: {MAX_SECONDS!r}}}
+          - {{name: gpu, kind: k80}}
+        links: {{default: {at_limit}}}
+    """)
+    c = load_cluster(path)
+    slow = c.devices[0]
+    assert (slow.peak_flops, slow.mem_bandwidth, slow.memory, slow.flops_efficiency, slow.mem_efficiency) == (
+        1000, 1000, 2**62, 1, 1)
+    assert slow.launch_overhead == slow.message_cpu == 2**62 / 1000
+    assert (c.bandwidth[0, 1], c.bandwidth[1, 0], c.latency[0, 1], c.latency[1, 0]) == (1000, 1000, 2**62 / 1000,
+                                                                                          2**62 / 1000)
+
+
+def test_a_cluster_of_as_many_devices_as_the_limit_is_taken(monkeypatch):
+    """MAX_DEVICES devices are allowed, one more is not, from a file's count and in Python alike (mutants that
+    refused the limit itself passed). The limit is made 3 here: 4,096 devices took 1.6 s to build."""
+    import gnplace.cluster
+
+    monkeypatch.setattr(gnplace.cluster, "MAX_DEVICES", 3)
+    spec = {"name": "c", "devices": [{"name": "g", "kind": "k80", "count": 3}], "links": {"default": "pcie3"}}
+    assert cluster_from_dict(spec).device_names == ["g0", "g1", "g2"]
+    devices = [_dev(f"g{i}") for i in range(3)]
+    assert Cluster(devices, np.full((3, 3), 1e9), np.zeros((3, 3)), name="c").num_devices == 3
+    with pytest.raises(InvalidCluster, match=r"devices\[0\]\.count: more than 3 devices in all, the limit"):
+        cluster_from_dict({**spec, "devices": [{"name": "g", "kind": "k80", "count": 4}]})
+    with pytest.raises(InvalidCluster, match="^cluster 'c': 4 devices is over the limit of 3$"):
+        Cluster([*devices, _dev("g3")], np.full((4, 4), 1e9), np.zeros((4, 4)), name="c")
+
+
+def test_an_unknown_device_names_eight_devices_and_counts_more():
+    """The message lists up to 8 devices in full; past 8 it names the first 8 and the count (a mutant that counted
+    at 8 passed)."""
+    with pytest.raises(UnknownName, match=re.escape("cluster 'v100x8' has no device named 'gpu9' (its devices: gpu0, "
+                                                    "gpu1, gpu2, gpu3, gpu4, gpu5, gpu6, gpu7)") + "$"):
+        load_cluster("v100x8").index("gpu9")
+    nine = cluster_from_dict({"name": "nine", "devices": [{"name": "g", "kind": "k80", "count": 9}],
+                              "links": {"default": "pcie3"}})
+    with pytest.raises(UnknownName, match=re.escape("(its devices: g0, g1, g2, g3, g4, g5, g6, g7, ... (9 devices))")
+                       + "$"):
+        nine.index("gpu9")
+
+
+def test_a_kept_value_is_computed_again_for_another_key():
+    """``kept`` keeps one value per slot for the key it was computed for (listsched's link costs are keyed by the
+    devices in use); a mutant that ignored the key gave the first key's value for every other."""
+    c = load_cluster("k80x2")
+    assert c.kept("_answer", (), 1, lambda: 42) == 42
+    assert c.kept("_answer", (), 2, lambda: 0) == 0
+    assert c.kept("_answer", (), 2, lambda: 7) == 0
