@@ -282,7 +282,8 @@ class Cluster(ReadOnlyArrays):
 
         Raises:
             InvalidArgument: if ``src`` or ``dst`` is not a device index of this cluster (-1 read the last
-                device's link) or ``num_bytes`` is negative or not finite (-5 bytes took less than the latency).
+                device's link) or ``num_bytes`` is negative or not finite (-5 bytes took less than the latency; an int
+                past a float's range, 10**400, was an OverflowError).
         """
         for label, index in (("src", src), ("dst", dst)):
             if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral) \
@@ -290,7 +291,7 @@ class Cluster(ReadOnlyArrays):
                 raise InvalidArgument(f"transfer_time's {label} must be a device index 0..{self.num_devices - 1} "
                                       f"of cluster {self.name!r}, got {reprlib.repr(index)}")
         if isinstance(num_bytes, bool | np.bool_) or not isinstance(num_bytes, numbers.Real) \
-                or not (math.isfinite(num_bytes) and num_bytes >= 0):
+                or not (_is_finite(num_bytes) and num_bytes >= 0):
             raise InvalidArgument(f"transfer_time's num_bytes must be a finite number >= 0 bytes, "
                                   f"got {reprlib.repr(num_bytes)}")
         if src == dst:
@@ -399,6 +400,14 @@ class Cluster(ReadOnlyArrays):
         digest.update(np.ascontiguousarray(self.bandwidth).tobytes())
         digest.update(np.ascontiguousarray(self.latency).tobytes())
         return digest.hexdigest()
+
+
+def _is_finite(value: numbers.Real) -> bool:
+    """Whether ``value`` is a finite float; an int past a float's range (``10**400``) is not (an OverflowError)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def off_diagonal(matrix: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:

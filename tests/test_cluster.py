@@ -190,6 +190,7 @@ def test_transfer_time_placeto_channel():
     ((-1, 0, 5.0), "src must be a device index 0..1 of cluster 'k80x2', got -1"),  # read the last device's link
     ((0, 2, 5.0), "dst must be a device index 0..1 of cluster 'k80x2', got 2"),  # an IndexError
     ((0.0, 1, 5.0), "src must be a device index"),
+    ((0, 1, 10**400), "num_bytes must be a finite number >= 0 bytes, got 1000"),  # an OverflowError of math.isfinite
 ])
 def test_transfer_time_refuses_what_names_no_link_or_no_bytes(args, message):
     from gnplace.exceptions import InvalidArgument
