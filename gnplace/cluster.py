@@ -268,11 +268,13 @@ class Cluster(ReadOnlyArrays):
             (['gpu2', 'gpu0'], 'k80x4[2,0]')
         """
         given = np.asarray(indices).reshape(-1)
-        if given.size and given.dtype.kind not in "iu":  # 0.5 was cut to device 0, a boolean mask read as [0, 1]
+        # 0.5 was cut to device 0, a boolean mask read as [0, 1]; an int past int64 (an object) is whole, no device
+        if given.size and given.dtype.kind not in "iu" and not (given.dtype.kind == "O" and all(
+                isinstance(i, numbers.Integral) and not isinstance(i, bool | np.bool_) for i in given.tolist())):
             raise InvalidCluster(f"cluster {self.name!r}: device indices must be whole numbers, got {given.tolist()}")
+        if given.size == 0 or given.min() < 0 or given.max() >= self.num_devices:  # (2**63 as uint64 was -2**63)
+            raise InvalidCluster(f"cluster {self.name!r} has no devices {given.tolist()} (it has {self.num_devices})")
         keep = given.astype(np.int64)
-        if keep.size == 0 or keep.min() < 0 or keep.max() >= self.num_devices:
-            raise InvalidCluster(f"cluster {self.name!r} has no devices {keep.tolist()} (it has {self.num_devices})")
         label = name if name is not None else f"{self.name}[{','.join(map(str, keep.tolist()))}]"
         return Cluster([self.devices[i] for i in keep], self.bandwidth[np.ix_(keep, keep)],
                        self.latency[np.ix_(keep, keep)], name=label)

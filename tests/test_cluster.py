@@ -531,6 +531,14 @@ def test_a_subset_keeps_its_devices_and_the_links_between_them():
         c.subset([])
 
 
+@pytest.mark.parametrize("indices, shown", [([2**70], "[1180591620717411303424]"),
+                                            (np.array([1, 2**63], dtype=np.uint64), "[1, 9223372036854775808]")])
+def test_a_subset_names_whole_indices_past_int64_as_no_devices_as_given(indices, shown):
+    """2**70 (numpy's object array) was called no whole number; 2**63 as uint64 was shown as -2**63, cast first."""
+    with pytest.raises(InvalidCluster, match=re.escape(f"cluster 'k80x2' has no devices {shown} (it has 2)") + "$"):
+        load_cluster("k80x2").subset(indices)
+
+
 def test_message_cpu_changes_the_fingerprint_only_where_it_is_set():
     import dataclasses
 
