@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import numbers
 import os
 import reprlib
@@ -45,7 +44,16 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidCluster, UnknownName
-from gnplace.limits import MAX_COUNT, MAX_DEVICES, MAX_SECONDS, MIN_RATE, is_whole, parse_yaml, read_file
+from gnplace.limits import (
+    MAX_COUNT,
+    MAX_DEVICES,
+    MAX_SECONDS,
+    MIN_RATE,
+    finite_number,
+    is_whole,
+    parse_yaml,
+    read_file,
+)
 from gnplace.readonly import ReadOnlyArrays
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
@@ -293,7 +301,7 @@ class Cluster(ReadOnlyArrays):
                 raise InvalidArgument(f"transfer_time's {label} must be a device index 0..{self.num_devices - 1} "
                                       f"of cluster {self.name!r}, got {reprlib.repr(index)}")
         if isinstance(num_bytes, bool | np.bool_) or not isinstance(num_bytes, numbers.Real) \
-                or not (_is_finite(num_bytes) and num_bytes >= 0):
+                or not (finite_number(num_bytes) and num_bytes >= 0):
             raise InvalidArgument(f"transfer_time's num_bytes must be a finite number >= 0 bytes, "
                                   f"got {reprlib.repr(num_bytes)}")
         if src == dst:
@@ -402,14 +410,6 @@ class Cluster(ReadOnlyArrays):
         digest.update(np.ascontiguousarray(self.bandwidth).tobytes())
         digest.update(np.ascontiguousarray(self.latency).tobytes())
         return digest.hexdigest()
-
-
-def _is_finite(value: numbers.Real) -> bool:
-    """Whether ``value`` is a finite float; an int past a float's range (``10**400``) is not (an OverflowError)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def off_diagonal(matrix: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
