@@ -31,7 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnplace.cluster import Cluster, Device
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
+from gnplace.limits import MAX_COUNT, MAX_SECONDS, MIN_RATE, finite_number
 
 __all__ = [
     "op_times", "op_time_columns", "spread_columns", "spread_sums", "transfer_time", "CostModel", "DEFAULT_COSTS",
@@ -196,6 +198,27 @@ class CostModel:
     op_gap: float = 0.0
     channel_bandwidth: float | None = None
     transfer_gap: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Refuse fields the simulator cannot time by, as one line.
+
+        Nothing was checked: ``channel_bandwidth=0`` gave edge delays of NaN (0 bytes over 0 B/s) and infinity, and a
+        gap of -1 s or NaN, or ``launch_overhead="no"`` (taken as true), timed steps without a word.
+
+        Raises:
+            InvalidArgument: if ``launch_overhead`` is no bool, a gap is not seconds in [0, MAX_SECONDS], or
+                ``channel_bandwidth`` is neither None nor bytes/s in [MIN_RATE, MAX_COUNT].
+        """
+        if not isinstance(self.launch_overhead, bool | np.bool_):
+            raise InvalidArgument(f"CostModel: launch_overhead must be True or False, got {self.launch_overhead!r}")
+        for name in ("op_gap", "transfer_gap"):
+            value = getattr(self, name)
+            if not finite_number(value) or not 0 <= value <= MAX_SECONDS:
+                raise InvalidArgument(f"CostModel: {name} must be seconds in [0, {MAX_SECONDS:.3g}], got {value!r}")
+        rate = self.channel_bandwidth
+        if rate is not None and (not finite_number(rate) or not MIN_RATE <= rate <= MAX_COUNT):
+            raise InvalidArgument(f"CostModel: channel_bandwidth must be None (per-pair links) or bytes/s in "
+                                  f"[{MIN_RATE:g}, {MAX_COUNT:.3g}], got {rate!r}")
 
     @property
     def shared_channel(self) -> bool:

@@ -189,3 +189,30 @@ def test_a_cost_models_defaults_are_the_simulators_default_mode():
     assert CostModel() == DEFAULT_COSTS
     assert (DEFAULT_COSTS.launch_overhead, DEFAULT_COSTS.op_gap, DEFAULT_COSTS.channel_bandwidth,
             DEFAULT_COSTS.transfer_gap) == (True, 0.0, None, 0.0)
+
+
+@pytest.mark.parametrize(("fields", "said"), [
+    ({"channel_bandwidth": 0.0}, r"channel_bandwidth must be None \(per-pair links\) or bytes/s in \[1000, "),
+    ({"channel_bandwidth": float("nan")}, "channel_bandwidth must be"),
+    ({"channel_bandwidth": 10**400}, "channel_bandwidth must be"),
+    ({"op_gap": -1.0}, r"op_gap must be seconds in \[0, "),
+    ({"transfer_gap": float("nan")}, "transfer_gap must be seconds"),
+    ({"op_gap": "1e-6"}, "op_gap must be seconds"),
+    ({"launch_overhead": "no"}, r"launch_overhead must be True or False, got 'no'$"),
+])
+def test_a_cost_model_refuses_fields_it_cannot_time_by(fields, said):
+    """``CostModel(channel_bandwidth=0)`` gave edge delays of NaN and infinity; a gap of -1 s or NaN, or a launch
+    overhead of "no" (true), were taken."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"^CostModel: " + said):
+        CostModel(**fields)
+
+
+def test_a_cost_model_takes_fields_at_their_limits():
+    from gnplace.limits import MAX_COUNT, MAX_SECONDS, MIN_RATE
+
+    for fields in ({"channel_bandwidth": MIN_RATE}, {"channel_bandwidth": float(MAX_COUNT)}, {"op_gap": 0},
+                   {"op_gap": MAX_SECONDS, "transfer_gap": MAX_SECONDS}, {"launch_overhead": np.False_}):
+        CostModel(**fields)
+    assert PLACETO_COSTS.shared_channel and not DEFAULT_COSTS.shared_channel
