@@ -143,3 +143,65 @@ def test_best_on_counts_no_run_out_of_memory():
     rows = [row("g1", "a", 1.0), row("g1", "c", 0.5, oom=True), row("g2", "a", 2.0), row("g2", "c", 1.0)]
     by = {s["placer"]: s for s in summarise(rows)}
     assert by["c"]["best_count"] == 1 and by["a"]["best_count"] == 1
+
+
+def test_a_budget_is_shown_only_for_placers_that_take_one():
+    """heft run beside annealing with a budget records it, but spends none: its line is heft's, not heft@200."""
+    rows = [_row("a", "annealing", 2.0, budget=200), _row("a", "heft", 1.0, budget=200),
+            _row("a", "unregistered", 1.5, budget=5)]  # a placer not registered here: its budget as recorded
+    assert [(s["label"], s["budget"]) for s in summarise(rows)] == [
+        ("annealing@200", 200), ("heft", None), ("unregistered@5", 5)]
+
+
+def test_option_labels_show_a_folder_by_its_name_and_a_list_without_spaces():
+    """A checkpoint folder ``/runs/a/`` is labelled ``a`` (its name before the slash), a list as compact JSON."""
+    rows = [_row("a", "policy", 1.0, options='{"checkpoint": "/runs/a/"}'),
+            _row("a", "policy", 1.0, options='{"checkpoint": "/runs/b/"}'),
+            _row("a", "heft", 1.0, options='{"order": [1, 2]}'), _row("a", "heft", 1.0, options='{"order": [2, 1]}')]
+    assert [s["label"] for s in summarise(rows)] == [
+        "heft[order=[1,2]]", "heft[order=[2,1]]", "policy[checkpoint=a]", "policy[checkpoint=b]"]
+
+
+def test_a_ratio_against_a_best_of_no_work_is_no_ratio_counted_and_a_failed_run_none_at_all():
+    """On g1 the best step is 0 s (a step of no work): a step of 1 s against it is an infinite ratio, left out of
+    the mean beside g2's finite 4 / 2 and not counted in ``vs_best_graphs``; a run that failed on g1 timed nothing
+    and has no ratio (nan), not the infinite one its step of nan against 0 s would give."""
+    failed = Row(**{**row("g1", "failed", math.nan).__dict__, "oom": None, "error": "boom",
+                    "place_seconds": math.nan})
+    rows = [row("g1", "zero", 0.0), row("g1", "slow", 1.0), failed, row("g2", "zero", 2.0), row("g2", "slow", 4.0)]
+    by = {s["placer"]: s for s in summarise(rows)}
+    assert (by["slow"]["vs_best"], by["slow"]["vs_best_graphs"], by["slow"]["best_count"]) == (2.0, 1, 0)
+    assert (by["zero"]["vs_best"], by["zero"]["vs_best_graphs"], by["zero"]["best_count"]) == (1.0, 2, 2)
+    assert math.isnan(by["failed"]["vs_best"]) and by["failed"]["vs_best_graphs"] == 0
+    assert by["failed"]["best_count"] == 0 and by["failed"]["errors"] == 1
+
+
+def test_a_step_within_rounding_of_the_best_is_on_the_best():
+    """1 s and 1 s plus a millionth of a microsecond tie: both placers are best on the graph."""
+    by = {s["placer"]: s for s in summarise([row("g", "a", 1.0), row("g", "b", 1.0 + 1e-12)])}
+    assert by["a"]["best_count"] == 1 and by["b"]["best_count"] == 1
+
+
+def test_a_placers_lines_are_ordered_its_default_budget_first_then_ascending():
+    rows = [_row("a", "annealing", 1.0, budget=200), _row("a", "annealing", 1.0),
+            _row("a", "annealing", 1.0, budget=50)]
+    assert [s["label"] for s in summarise(rows)] == ["annealing", "annealing@50", "annealing@200"]
+
+
+def test_two_cluster_files_of_one_name_in_two_modes_are_each_shown_with_their_file():
+    """Their labels differ by the mode already, but they are two clusters of one name: each shows its file."""
+    a = Row(**{**row("g", "heft", 1.0).__dict__, "cluster_spec": "/a/c.yaml"})
+    b = Row(**{**row("g", "heft", 2.0).__dict__, "cluster_spec": "/b/c.yaml", "mode": "placeto"})
+    assert sorted(s["cluster"] for s in summarise([a, b])) == ["c (/a/c.yaml)", "c (/b/c.yaml) [placeto]"]
+
+
+def test_two_graph_files_of_one_graph_name_are_two_graphs():
+    rows = [Row(**{**row("/x/g.gnpg", "heft", 1.0).__dict__, "graph": "g"}),
+            Row(**{**row("/y/g.gnpg", "heft", 1.0).__dict__, "graph": "g"})]
+    (line,) = summarise(rows)
+    assert (line["graphs"], line["runs"]) == (2, 2)
+
+
+def test_a_graph_of_no_family_is_summarised_under_a_dash():
+    (line,) = summarise([Row(**{**row("g", "heft", 1.0).__dict__, "family": ""})])
+    assert line["family"] == "-"
