@@ -1232,3 +1232,147 @@ def test_a_rerun_keeps_the_last_saved_row_of_its_slot_until_its_new_row_replaces
     monkeypatch.setattr(evaluation, "_run_keyed", reading)
     (row,) = evaluate([Task.with_options(path, "k80x2", "heft", {"min_speed": 0.3})], tmp_path)
     assert during == [[{"min_speed": 0.2}]] and json.loads(row.options) == {"min_speed": 0.3}
+
+
+def test_an_option_naming_files_is_kept_by_their_real_paths(tmp_path, monkeypatch):
+    """``my.ckpt`` and ``./my.ckpt`` are one setting; several files, comma-separated or listed, each by its real path;
+    a value naming no file, or naming files and a setting, stays as given, as does an option that names no file."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("my.ckpt", "b.ckpt"):
+        (tmp_path / name).write_bytes(b"weights")
+    real = os.path.realpath(tmp_path)
+
+    def kept(**options):
+        return Task.with_options("g.gnpg", "k80x2", "policy", options).options_dict
+
+    assert kept(checkpoint="my.ckpt") == kept(checkpoint="./my.ckpt") == {"checkpoint": f"{real}/my.ckpt"}
+    assert kept(constructor="my.ckpt, b.ckpt") == {"constructor": f"{real}/my.ckpt,{real}/b.ckpt"}
+    assert kept(constructor="my.ckpt,none") == {"constructor": "my.ckpt,none"}
+    assert kept(constructor=["my.ckpt", "none"]) == {"constructor": [f"{real}/my.ckpt", "none"]}
+    assert kept(start="my.ckpt") == {"start": "my.ckpt"}
+
+
+def test_an_option_naming_a_file_beside_a_setting_is_keyed_by_that_files_content(graphs, tmp_path, monkeypatch):
+    """``constructor=x.ckpt,none``: x.ckpt's content is part of the key, though ``none`` names no file."""
+    import hashlib
+
+    from gnplace.evaluate import value_identity
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.ckpt").write_bytes(b"one")
+    assert value_identity("x.ckpt,none") == {"files": [{"file": "x.ckpt", "sha256": hashlib.sha256(b"one").hexdigest()},
+                                                       "none"]}
+    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "policy", dict(constructor="x.ckpt,none"))
+    first = task_key(task)
+    (tmp_path / "x.ckpt").write_bytes(b"two")
+    assert task_key(task) != first
+
+
+def test_the_default_checkpoint_is_not_in_the_key_of_a_task_that_names_its_own(graphs, tmp_path, monkeypatch):
+    """New shipped weights leave the rows of a checkpoint given by hand as they are: that placer never read them."""
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    shipped, own = tmp_path / "shipped.ckpt", tmp_path / "own.ckpt"
+    shipped.write_bytes(b"old weights")
+    own.write_bytes(b"my weights")
+    monkeypatch.setattr(PolicyPlacer, "default_checkpoint", shipped)
+    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "policy", dict(checkpoint=str(own)))
+    first = task_key(task)
+    shipped.write_bytes(b"new weights")
+    assert task_key(task) == first
+
+
+@pytest.mark.parametrize(("raised", "error"), [
+    (RuntimeError(), "RuntimeError"),  # no message: its kind, once
+    (RuntimeError("  \n "), "RuntimeError"),  # a blank one too
+    (GnplaceError("bad input"), "bad input"),  # gnplace's own: its message alone
+    (ValueError("x" * 988), "ValueError: " + "x" * 988),  # 1000 characters: whole
+    (ValueError("x" * 989), "ValueError: " + "x" * 987 + "…"),  # 1001: cut to 1000, the last an ellipsis
+])
+def test_a_failed_rows_error_names_the_crash_once_and_within_1000_characters(graphs, monkeypatch, raised, error):
+    from gnplace.placers.heft import HeftPlacer
+
+    def crash(self, graph, cluster, *, seed=None):
+        raise raised
+
+    monkeypatch.setattr(HeftPlacer, "place", crash)
+    row = run_task(Task(str(graphs / "mlp2.gnpg"), "k80x2", "heft"))
+    assert row.error == error and len(row.error) <= 1000
+
+
+def _append_saved_row(out, **changes):
+    """Append to ``out/results.csv`` a copy of its first row with ``changes``."""
+    with (out / "results.csv").open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows, names = list(reader), reader.fieldnames
+    with (out / "results.csv").open("a", newline="") as handle:
+        csv.DictWriter(handle, fieldnames=names).writerow({**rows[0], **changes})
+
+
+def test_a_saved_row_without_a_key_is_dropped_even_where_its_graph_is_gone(graphs, tmp_path):
+    """A row written before keys existed runs again; one whose graph file is gone cannot, and is not kept either."""
+    task, out = Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"), tmp_path / "out"
+    evaluate([task], out)
+    _append_saved_row(out, key="", placer="heft", graph_path=str(tmp_path / "gone.gnpg"))
+    assert [(r.placer, Path(r.graph_path).name) for r in evaluate([task], out)] == [("single", "mlp2.gnpg")]
+
+
+def test_a_saved_row_of_a_step_of_no_work_is_reused(graphs, tmp_path):
+    """0 s is a time a run writes (a bound of no work): its row is not taken for a damaged one and run again."""
+    task, out = Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"), tmp_path / "out"
+    evaluate([task], out)
+    _set_in_the_first_saved_row(out, "bound_s", "0.0")
+    ran = []
+    (row,) = evaluate([task], out, progress=ran.append)
+    assert ran == [] and row.bound_s == 0.0
+
+
+def test_reused_counts_the_tasks_asked_for_not_the_other_rows_kept(graphs, tmp_path):
+    path, out = str(graphs / "mlp2.gnpg"), tmp_path / "out"
+    evaluate([Task(path, "k80x2", p) for p in ("single", "heft")], out)
+    reused = []
+    rows = evaluate([Task(path, "k80x2", "single")], out, reused=reused.append)
+    assert reused == [1] and sorted(r.placer for r in rows) == ["heft", "single"]  # heft's row kept, not reused
+
+
+def test_a_graph_over_memory_in_one_mode_and_placed_in_another_is_unplaced_in_the_first():
+    """Pairs are (graph, cluster, mode): a placement in placeto's mode does not place the default mode's graph."""
+    from gnplace.evaluate import unplaced
+
+    over = row("/no/such/g.gnpg", "single", 1.0, oom=True)
+    fits = dataclasses.replace(row("/no/such/g.gnpg", "heft", 1.0), mode="placeto")
+    assert unplaced([over, fits]) == [(over, None)]  # (its graph file gone: no shortfall to tell)
+
+
+def test_a_kept_placement_whose_placement_is_no_mapping_runs_its_row_again(graphs, tmp_path):
+    from gnplace.evaluate import kept_placement
+    from gnplace.placement import FORMAT
+
+    tasks = [Task(str(graphs / "mlp3.gnpg"), "k80x2", p) for p in ("single", "round_robin")]
+    keep = lambda task: True  # noqa: E731
+    by = {r.placer: r for r in evaluate(tasks, tmp_path, keep_placements=keep)}
+    file = kept_placement(tmp_path, by["round_robin"].key)
+    file.write_text(json.dumps({"format": FORMAT, "placement": [0, 1]}))
+    ran = []
+    evaluate(tasks, tmp_path, keep_placements=keep, progress=ran.append)
+    assert [r.placer for r in ran] == ["round_robin"]
+    assert isinstance(json.loads(file.read_text())["placement"], dict)  # written anew
+
+
+def test_a_saved_row_whose_graph_file_is_gone_stands(graphs, tmp_path):
+    """It cannot be checked (nor run again): it stays, as every saved row did before rows were checked."""
+    import shutil
+
+    shutil.copy(graphs / "mlp2.gnpg", tmp_path / "copy.gnpg")
+    tasks = [Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"), Task(str(tmp_path / "copy.gnpg"), "k80x2", "single")]
+    evaluate(tasks, tmp_path / "out")
+    (tmp_path / "copy.gnpg").unlink()
+    rows = evaluate(tasks[:1], tmp_path / "out")
+    assert sorted(Path(r.graph_path).name for r in rows) == ["copy.gnpg", "mlp2.gnpg"]
+
+
+def test_a_folder_named_like_a_preset_leaves_the_preset_its_name(graphs, tmp_path, monkeypatch):
+    """``k80x2`` is the preset, whatever folder of that name the run starts in: rows keep it by name."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k80x2").mkdir()
+    assert run_task(Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")).cluster_spec == "k80x2"
