@@ -935,3 +935,92 @@ def test_a_graph_file_load_graph_would_refuse_is_not_written(tmp_path, monkeypat
         save_graph(chain_graph(3), tmp_path / "c.gnpg")
     with pytest.raises(InvalidGraph, match=r"field 'name' has 3 entries, over the limit of 2"):  # what load_graph said
         graph_from_dict(graph_to_dict(chain_graph(3)))
+
+
+def test_a_name_or_integer_column_refuses_an_integer_past_the_limit_by_its_field():
+    from gnplace.limits import MAX_COUNT
+
+    data = graph_to_dict(chain_graph(2))
+    data["nodes"]["phase"] = [MAX_COUNT + 1, 0]
+    with pytest.raises(InvalidGraph, match=r"field 'phase'\[0\] is too large"):
+        graph_from_dict(data)
+
+
+def test_a_graph_file_of_the_size_limit_is_saved_and_one_byte_over_refused(tmp_path, monkeypatch):
+    from gnplace import graph_io
+
+    graph = chain_graph(3)
+    size = len(graph_io.graph_file_bytes(graph, tmp_path / "g.gnpg"))
+    monkeypatch.setattr(graph_io, "MAX_FILE_BYTES", size)
+    assert save_graph(graph, tmp_path / "g.gnpg").stat().st_size == size
+    monkeypatch.setattr(graph_io, "MAX_FILE_BYTES", size - 1)
+    with pytest.raises(InvalidGraph, match="cannot be saved: its file would be"):
+        save_graph(graph, tmp_path / "h.gnpg")
+    assert not (tmp_path / "h.gnpg").exists()
+
+
+def test_a_graph_file_named_onnx_in_capitals_is_refused_as_an_onnx_model(tmp_path):
+    (tmp_path / "MODEL.ONNX").write_bytes(save_graph(chain_graph(2), tmp_path / "g.gnpg").read_bytes())
+    with pytest.raises(InvalidGraph, match="an ONNX model, not a gnplace graph file"):
+        load_graph(tmp_path / "MODEL.ONNX")
+
+
+def test_from_networkx_takes_a_boolean_edge_index_for_none():
+    """``index=True`` is no position: that edge follows the one of index 5, though networkx lists it first."""
+    G = nx.DiGraph()
+    G.add_edge("a", "b", index=True)
+    G.add_edge("a", "c", index=5)
+    g = from_networkx(G)
+    assert [(g.node_names[s], g.node_names[d]) for s, d in zip(g.edge_src, g.edge_dst)] == [("a", "c"), ("a", "b")]
+
+
+def test_from_networkx_keeps_a_name_given_even_an_empty_one():
+    G = nx.DiGraph([("a", "b")], name="from graph")
+    assert from_networkx(G, name="").name == ""
+    assert from_networkx(G).name == "from graph"
+
+
+def test_a_failed_append_takes_back_what_it_wrote_and_names_the_file(tmp_path):
+    """A full disk (here a limit on file size) left half a line at the end of the file."""
+    resource = pytest.importorskip("resource")
+    from gnplace.graph_io import append_to
+
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"first\n")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (10, hard))  # 4 more bytes fit, the fifth fails (EFBIG)
+    try:
+        with pytest.raises(OSError) as raised:
+            append_to(path, b"second line\n")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert raised.value.filename == str(path) and path.read_bytes() == b"first\n"
+
+
+def test_an_output_file_type_is_matched_without_case_and_its_folders_may_be_missing(tmp_path):
+    from gnplace.graph_io import check_writable
+
+    check_writable(tmp_path / "OUT.GNPG", "--output", (".gnpg", ".json"))
+    check_writable(tmp_path / "new" / "sub" / "out.gnpg", "--output", (".gnpg",))  # made when written
+    with pytest.raises(InvalidArgument, match=r"--output .*out\.txt: unsupported file type '\.txt'"):
+        check_writable(tmp_path / "out.txt", "--output", (".gnpg", ".json"))
+
+
+def test_a_killed_writes_temporary_file_of_a_long_name_is_removed_too(tmp_path):
+    """A name too long for its .tmp beside it writes through a temporary named by its digest: that one goes too."""
+    import hashlib
+    import subprocess
+    import sys
+    import time
+
+    from gnplace.graph_io import STALE_TEMPORARY_S, write_atomically
+
+    name = "p" * 246 + ".json"  # 251 bytes: NAME.PID.RANDOM.tmp would not fit 255
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = tmp_path / f"{hashlib.sha256(name.encode()).hexdigest()[:16]}.{gone.pid}.0123abcd.tmp"
+    left.write_bytes(b"partial")
+    old = time.time() - STALE_TEMPORARY_S - 60
+    os.utime(left, (old, old))
+    write_atomically(tmp_path / name, b"whole")
+    assert [p.name for p in tmp_path.iterdir()] == [name]
