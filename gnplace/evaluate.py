@@ -526,8 +526,10 @@ def _read_rows(path: Path) -> list[Row]:
                     values[f.name] = text
             if not values["key"]:
                 continue
+            # an empty cell is no options, for the row's task() and the summary as for its key (they failed on it)
+            values["options"] = values["options"] or "{}"
             try:  # within the limits: a field nested 100,000 deep was json's RecursionError, a traceback
-                options = parse_json(values["options"] or "{}", InvalidArgument, "options")
+                options = parse_json(values["options"], InvalidArgument, "options")
             except InvalidArgument:
                 continue
             if not isinstance(options, dict):  # written as a JSON object by every run

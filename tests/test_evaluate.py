@@ -1376,3 +1376,18 @@ def test_a_folder_named_like_a_preset_leaves_the_preset_its_name(graphs, tmp_pat
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k80x2").mkdir()
     assert run_task(Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")).cluster_spec == "k80x2"
+
+
+def test_a_saved_row_of_an_empty_options_cell_reads_as_one_of_no_options(graphs, tmp_path):
+    """The cell was read as no options for the key, but kept empty: the row's task() and the summary failed on it
+    with a JSONDecodeError traceback, the evaluation of another placer too."""
+    path, out = str(graphs / "mlp2.gnpg"), tmp_path / "out"
+    tasks = [Task(path, "k80x2", p) for p in ("single", "heft")]
+    evaluate(tasks, out)
+    _set_in_the_first_saved_row(out, "options", "")
+    rows = evaluate(tasks[1:], out)  # single's row, of another slot, is checked against its inputs: it stands
+    assert sorted((r.placer, r.options) for r in rows) == [("heft", "{}"), ("single", "{}")]
+    _set_in_the_first_saved_row(out, "options", "")
+    ran = []
+    rows = evaluate(tasks, out, progress=ran.append)
+    assert ran == [] and [r.options for r in rows] == ["{}", "{}"] and len(summarise(rows)) == 2
