@@ -142,16 +142,18 @@ def _real_paths(value: Any) -> Any:
 
 
 def _names_missing_files(value: Any) -> bool:
-    """Whether ``value`` (a :data:`FILE_OPTIONS` option as saved) names a file by a relative path not found here.
+    """Whether ``value`` (a :data:`FILE_OPTIONS` option as saved) names a file not found here.
 
-    A part counts as a path where it looks like one (a folder in it, or a ``.ckpt`` name): ``none`` is a setting.
+    That is a relative path of another folder's run, or a file since gone (an absolute path): a row that names one
+    cannot be checked. A part counts as a path where it looks like one (a folder in it, or a ``.ckpt`` name):
+    ``none`` is a setting.
     """
     if isinstance(value, list):
         return any(_names_missing_files(v) for v in value)
     if not isinstance(value, str) or not value:
         return False
-    return any(part and (os.sep in part or part.endswith(".ckpt")) and not os.path.isabs(part)
-               and not os.path.isfile(part) for part in (p.strip() for p in value.split(",")))
+    return any(part and (os.sep in part or part.endswith(".ckpt")) and not os.path.isfile(part)
+               for part in (p.strip() for p in value.split(",")))
 
 
 def _freeze(value: Any) -> Any:
@@ -817,7 +819,7 @@ def _still_made_so(row: Row) -> bool:
         saved = json.loads(row.options)
         task = dataclasses.replace(task, options=tuple(sorted((k, _freeze(v)) for k, v in saved.items())))
         if any(_names_missing_files(v) for k, v in task.options_dict.items() if k in FILE_OPTIONS):
-            return True  # a relative path of another folder: the row cannot be checked from here
+            return True  # a relative path of another folder, or a checkpoint gone: the row cannot be checked
         return task_key(task) == row.key
     except (GnplaceError, OSError):
         return True

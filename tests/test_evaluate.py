@@ -1391,3 +1391,20 @@ def test_a_saved_row_of_an_empty_options_cell_reads_as_one_of_no_options(graphs,
     ran = []
     rows = evaluate(tasks, out, progress=ran.append)
     assert ran == [] and [r.options for r in rows] == ["{}", "{}"] and len(summarise(rows)) == 2
+
+
+def test_a_saved_row_whose_checkpoint_is_gone_stands_and_one_whose_checkpoint_changed_is_dropped(graphs, tmp_path):
+    """A row naming a checkpoint by its absolute path since deleted was dropped by the next run of another placer: it
+    cannot be checked, and stands, as a row whose graph file is gone does (a relative path of another folder did)."""
+    ckpt = tmp_path / "weights.ckpt"
+    ckpt.write_bytes(b"weights")
+    task, out = Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"), tmp_path / "out"
+    evaluate([task], out)
+    policy = Task.with_options(task.graph_path, "k80x2", "policy", dict(checkpoint=str(ckpt)))
+    _append_saved_row(out, placer="policy", learned="True", options=json.dumps(policy.options_dict),
+                      key=task_key(policy))
+    assert sorted(r.placer for r in evaluate([task], out)) == ["policy", "single"]  # its key checked: it stands
+    ckpt.unlink()
+    assert sorted(r.placer for r in evaluate([task], out)) == ["policy", "single"]  # not to be checked: it stands
+    ckpt.write_bytes(b"other weights")
+    assert [r.placer for r in evaluate([task], out)] == ["single"]  # timed with weights no longer there: dropped
