@@ -362,3 +362,86 @@ def test_the_log_features_of_a_tiny_graph_and_cluster_equal_hand_computed_values
     assert device("log_mem_bandwidth") == pytest.approx([0.0, math.log(0.5)])
     assert device("log_capacity") == pytest.approx([math.log(0.25), 0.0])
     assert device("log_link_bandwidth") == pytest.approx([math.log(0.5), 0.0])
+
+
+def test_log_out_bytes_are_the_outputs_a_node_sends_on_plus_its_largest_internal_one():
+    """a -> b -> c -> d with a, b, c one group (one node) and e alone: the node sends c's 1 byte on and holds a's and
+    b's 100 internally, so its out bytes are 1 + 100, not its peak (a's and b's 200 while b runs); d and e send their
+    0 and 1,000 bytes to no one. A mutant reading the coarse graph's own out_bytes (the peak) passed."""
+    from gnplace.graph import OpGraph
+    from gnplace.policy.features import standardise
+    from gnplace.toy import toy_cluster
+
+    g = OpGraph(["a", "b", "c", "d", "e"], [(0, 1), (1, 2), (2, 3)], out_bytes=[100, 100, 1, 0, 1000],
+                group=[0, 0, 0, 1, 2])
+    inp = build_policy_input(g, toy_cluster(2), held=np.ones(5))
+    node = inp.coarsening.node_of_op
+    assert node[0] == node[1] == node[2] and len({int(node[0]), int(node[3]), int(node[4])}) == 3
+    want = standardise(np.log1p(np.array([101.0, 0.0, 1000.0])))  # nodes of a, d and e
+    got = inp.node_x[:, NODE_FEATURES.index("log_out_bytes")].numpy()
+    assert got[[node[0], node[3], node[4]]].tolist() == pytest.approx(want.tolist(), abs=1e-6)
+
+
+def test_device_link_means_of_a_second_block_of_rows_land_on_their_own_devices():
+    """At 300 devices the links are averaged 218 rows at a time; device 290's rates (1e308 B/s, their sum overflows)
+    went to device 72 (its row in the second block) under a mutant dropping the block's offset, leaving 290 infinite."""
+    from gnplace.cluster import Cluster, Device
+    from gnplace.policy import features
+
+    d = 300
+    bandwidth = np.full((d, d), 1e9)
+    bandwidth[290] = 1e308
+    c = Cluster([Device(f"d{k}", "x", 1e12, 1e11, 1000) for k in range(d)], bandwidth, np.full((d, d), 1e-5),
+                name="wide")
+    assert 2**16 // d < 290  # the premise: device 290 is in a later block than the first
+    link_bw, link_lat = features._link_means(c)
+    assert link_bw[290] == 1e308
+    assert np.delete(link_bw, 290).tolist() == pytest.approx([1e9] * (d - 1))
+    assert link_lat.tolist() == pytest.approx([1e-5] * d)
+
+
+def test_priority_ties_go_by_topological_position_not_by_index():
+    """c -> a, and b alone: Kahn's order is b, c, a; a and b tie on rank, so b (placed first topologically) goes
+    first after c. Two lone ops of one rank keep their order. A mutant breaking ties by reverse position passed."""
+    from gnplace.graph import OpGraph
+
+    graph = OpGraph(["a", "b", "c"], [(2, 0)])
+    assert graph.topological_order().tolist() == [1, 2, 0]
+    assert _priority_order(graph, np.array([1.0, 1.0, 3.0])).tolist() == [2, 1, 0]
+    assert _priority_order(OpGraph(["x", "y"], []), np.array([2.0, 2.0])).tolist() == [0, 1]
+
+
+def test_the_priority_order_ranks_by_mean_seconds_over_the_devices():
+    """Two lone ops: x takes 1 s on d0 and 5 s on d1 (mean 3), y 2 s on both (mean 2). The upward rank of a lone op is
+    its mean time, so x goes first; by the fastest device's seconds (1 against 2), as a mutant had it, y would."""
+    from gnplace.cluster import Cluster, Device
+    from gnplace.graph import OpGraph
+    from gnplace.policy.features import ops_alone
+
+    devices = [Device("d0", "x", 1e12, 1e11, 1000), Device("d1", "y", 1e12, 1e11, 1000)]
+    c = Cluster(devices, np.full((2, 2), 1e9), np.full((2, 2), 1e-5), name="xy")
+    g = OpGraph(["x", "y"], [], cost_s={"x": [1.0, 2.0], "y": [5.0, 2.0]})
+    inp = build_policy_input(g, c, coarsening=ops_alone(g), held=np.ones(2))
+    assert inp.op_time.tolist() == [[1.0, 5.0], [2.0, 2.0]]
+    assert inp.order.tolist() == [0, 1]
+
+
+def test_a_coarsening_of_another_graph_is_named_with_its_own_size_and_the_graphs():
+    """The message names the coarsening's graph first and the one given second (a mutant swapping them passed)."""
+    from gnplace.exceptions import InvalidArgument
+
+    cluster = load_cluster("k80x2")
+    wrong = decision_graph(layered_graph(50, seed=1), cluster, max_nodes=20)
+    with pytest.raises(InvalidArgument, match=r"the coarsening is of graph 'layered50' \(50 ops\), not of "
+                                              r"'layered100' \(100 ops\)"):
+        build_policy_input(layered_graph(100, seed=1), cluster, coarsening=wrong)
+
+
+def test_groups_of_refuses_a_batch_of_placements():
+    """groups_of takes one placement: a [2, num_ops] batch is an InvalidPlacement (a mutant checking only the last
+    axis let it through to a numpy ValueError)."""
+    from gnplace.exceptions import InvalidPlacement
+
+    inp = build_policy_input(mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2"))
+    with pytest.raises(InvalidPlacement, match=f"takes {inp.graph.num_ops} entries"):
+        inp.groups_of(np.zeros((2, inp.graph.num_ops), dtype=np.int64))
