@@ -203,3 +203,116 @@ def test_majority_groups_weighs_ops_by_their_work_not_their_count():
         assert majority_groups(p.inp, devices)[group] == 1
         devices = 1 - devices
         assert majority_groups(p.inp, devices)[group] == 0
+
+
+def test_rewards_floor_a_zero_step_and_a_zero_reference_at_a_picosecond():
+    """A step of no work (0 s) and a reference of 0 s both count as STEP_FLOOR_S (1e-12 s): 0 s against a 0 s
+    reference is as good as it (reward 0), 2e-12 s against it is twice as slow (-log 2), and 0 s against a 1e-12 s
+    reference is as good as it too. Mutants dividing by the bare reference (NaN, -inf) or taking the bare step
+    (log 0: +inf) passed."""
+    zeros, ones = np.zeros((2, 2)), np.ones(2)
+    assert reward(np.array([0.0, 2e-12]), zeros, ones, 0.0, 4.0).tolist() == pytest.approx([0.0, -np.log(2.0)])
+    assert reward(np.array([0.0, 4e-12]), zeros, ones, 1e-12, 4.0).tolist() == pytest.approx([0.0, -np.log(4.0)])
+
+
+def test_score_keeps_the_fitting_row_itself_not_the_row_at_its_index_among_the_fitting(heavy_groups):
+    """Two groups of 0.6 GiB on two 1 GiB devices: [0, 0] overflows and [1, 0] fits. The best is the second row's
+    placement; a mutant taking the argmin's index among the fitting rows (0) as the batch row kept the overflowing
+    first row."""
+    g, c = heavy_groups([0.6, 0.6]), toy_cluster(2, memory=1 * GiB)
+    sim = Simulator()
+    p = PlacementProblem.build(g, c, sim, reference="single")  # overflows: any fitting row replaces it
+    result, _ = p.score(np.array([[0, 0], [1, 0]]), sim, 4.0)
+    assert result.oom.tolist() == [True, False]
+    assert p.sample_best_devices.tolist() == [1, 0] and p.sample_best_step == result.step_time[1]
+    assert p.best_devices.tolist() == [1, 0] and p.best_step == result.step_time[1] and not p.best_oom
+
+
+def test_a_placement_as_fast_as_the_best_does_not_replace_it(heavy_groups):
+    """On two like devices, one light group each way round ([0, 1] and [1, 0]) times the same: the first seen stays
+    the best and the policy's own best (mutants replacing on a tie passed)."""
+    g, c = heavy_groups([0.1, 0.1]), toy_cluster(2)
+    sim = Simulator()
+    p = PlacementProblem.build(g, c, sim, reference="round_robin")
+    assert p.reference_devices.tolist() == [0, 1]
+    result, _ = p.score(np.array([[1, 0]]), sim, 4.0)
+    assert result.step_time[0] == p.reference_step and p.best_devices.tolist() == [0, 1]
+    assert p.sample_best_devices.tolist() == [1, 0]
+    p.score(np.array([[0, 1]]), sim, 4.0)
+    assert p.sample_best_devices.tolist() == [1, 0]
+
+
+def test_widen_keeps_the_prior_at_exactly_a_quarter_and_exactly_half_new():
+    """Fewer than a quarter new lowers the prior, more than half raises it: 4 of 16 and 8 of 16 keep it (mutants
+    lowering at a quarter or raising at a half passed). An empty batch has no new placements: it lowers."""
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    p = PlacementProblem.build(g, c, Simulator(), reference="single")
+    assert p.widen(4, 16, 3.0) == 3.0 and p.widen(0, 16, 3.0) == 2.0
+    assert p.widen(8, 16, 3.0) == 2.0 and p.widen(9, 16, 3.0) == 3.0
+    assert p.widen(0, 0, 3.0) == 2.0
+
+
+def test_majority_groups_count_ops_of_no_flop():
+    """Every op weighs its FLOP plus one: a group of zero-FLOP ops goes where most of them are (a mutant weighing
+    FLOP alone put it on device 0 always)."""
+    from gnplace.graph import OpGraph
+    from gnplace.policy.features import build_policy_input, ops_alone
+
+    g = OpGraph(["a", "b", "c", "d"], [], flops=[0.0, 0.0, 0.0, 0.0], group=[0, 0, 0, 1])
+    inp = build_policy_input(g, toy_cluster(2), coarsening=ops_alone(g), held=np.ones(4))
+    assert majority_groups(inp, np.array([1, 0, 1, 1])).tolist() == [1, 1]
+
+
+def test_untimed_rows_are_the_first_row_of_each_new_placement():
+    """[0, 1], [1, 0], [0, 1] again and a timed [1, 1]: the new placements' first rows are 0 and 1 (a mutant keeping
+    each one's last row gave 2 and 1)."""
+    from gnplace.rl.problem import placement_key, untimed_rows
+
+    devices = np.array([[0, 1], [1, 0], [0, 1], [1, 1]])
+    timed = {placement_key(np.array([1, 1])): (1.0, np.zeros(2), np.zeros(2), False)}
+    keys, rows = untimed_rows(devices, timed)
+    assert rows == [0, 1] and keys[0] == keys[2] != keys[1]
+
+
+def test_an_offered_placement_that_fits_replaces_an_overflowing_best_even_when_slower(heavy_groups):
+    """The reference (one device for two 0.6 GiB groups on 1 GiB devices) overflows: any fitting offer replaces it
+    (a mutant asking only for a faster step kept the overflowing best)."""
+    g, c = heavy_groups([0.6, 0.6]), toy_cluster(2, memory=1 * GiB)
+    p = PlacementProblem.build(g, c, Simulator(), reference="single")
+    assert p.best_oom and p.reference_oom
+    p.offer(np.array([1, 0]), p.reference_step * 2, False, 1)
+    assert not p.best_oom and p.best_devices.tolist() == [1, 0] and p.best_step == p.reference_step * 2
+
+
+def test_a_placement_key_is_the_same_for_any_integer_dtype():
+    """The memo's key of [0, 1] as int32 or a list is the int64 one's (a mutant hashing the given bytes missed)."""
+    from gnplace.rl.problem import placement_key
+
+    want = placement_key(np.array([0, 1], dtype=np.int64))
+    assert placement_key(np.array([0, 1], dtype=np.int32)) == want and placement_key([0, 1]) == want
+
+
+def test_the_model_ranks_an_overflowing_placement_last_and_the_screen_is_residual_over_it(heavy_groups):
+    """model_log_step is log seconds by the model, inf where it overflows; a screen made beside a model learns the
+    residual over it, one made without learns the step itself (mutants dropping the inf, or the flag, passed)."""
+    g, c = heavy_groups([0.6, 0.6]), toy_cluster(2, memory=1 * GiB)
+    sim = Simulator()
+    p = PlacementProblem.build(g, c, sim, reference="round_robin")
+    assert p.model_log_step(np.array([[0, 0]])) is None
+    assert not p.start_screen().residual
+    q = PlacementProblem.build(g, c, sim, reference="round_robin")
+    q.model = sim
+    got = q.model_log_step(np.array([[0, 0], [1, 0]]))
+    assert got[0] == np.inf and got[1] == pytest.approx(np.log(sim.time(g, c, np.array([1, 0])).step_time))
+    assert q.start_screen().residual
+
+
+def test_a_problem_made_without_timing_its_reference_does_not_call_it_overflowing():
+    """reference_oom reads the reference's timing; a problem made directly, its reference untimed, says False."""
+    from gnplace.policy.features import build_policy_input
+    from gnplace.rl.env import PlacementMDP
+
+    inp = build_policy_input(mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2"))
+    devices = np.zeros(inp.graph.num_ops, dtype=np.int64)
+    p = PlacementProblem(inp, PlacementMDP(inp), devices, np.zeros(inp.num_groups, dtype=np.int64), 1.0)
+    assert not p.reference_oom and not p.best_oom
