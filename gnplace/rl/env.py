@@ -253,7 +253,8 @@ class RefinementMDP:
         gt = inp.group_time[g]
         out = np.zeros((b, d, len(REFINE_FEATURES)), dtype=np.float32)
         out[..., 0] = ~onehot
-        out[..., 1] = np.clip(np.log(gt / max(float(gt.min()), 1e-300)), 0.0, 10.0)[None, :]
+        with np.errstate(divide="ignore"):  # a group of 0 s (zero-FLOP ops, no launch overhead): log 0, clipped to 0
+            out[..., 1] = np.clip(np.log(gt / max(float(gt.min()), 1e-300)), 0.0, 10.0)[None, :]
         out[..., 2] = np.clip((room - inp.group_bytes[g]) / self.capacity[None, :], -1.0, 1.0)
         out[..., 3] = share
         out[..., 4] = self.busy / np.maximum(self.step_time[:, None], 1e-300)

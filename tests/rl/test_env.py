@@ -9,7 +9,7 @@ import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.placers.heft import HeftPlacer
-from gnplace.policy.features import build_policy_input
+from gnplace.policy.features import build_policy_input, ops_alone
 from gnplace.rl.env import DYNAMIC_FEATURES, REFINE_FEATURES, PlacementMDP, RefinementMDP
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import layered_graph, mlp_training_graph, toy_cluster
@@ -281,3 +281,22 @@ def test_restored_chains_refuse_a_device_past_the_last_or_below_zero():
             RefinementMDP.restored(inp, {**state, "current": [[device] + [0] * (inp.num_groups - 1)]})
     assert RefinementMDP.restored(inp, {**state, "current": [[1] * inp.num_groups]}).current.tolist() == [
         [1] * inp.num_groups]
+
+
+def test_a_refinement_move_of_a_group_of_no_seconds_is_quiet_and_slows_nothing():
+    """A group of zero-FLOP ops takes 0 s under Placeto's costs (no launch overhead): its log slowdown was log(0 /
+    1e-300), a numpy divide-by-zero warning before the clip made it 0 (the construction MDP floors it quietly)."""
+    import warnings
+
+    from gnplace.graph import OpGraph
+    from gnplace.sim.costmodel import PLACETO_COSTS
+
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[0.0, 1e9])
+    inp = build_policy_input(g, toy_cluster(2), cost_model=PLACETO_COSTS, coarsening=ops_alone(g), held=np.ones(2))
+    assert inp.group_time[0].tolist() == [0.0, 0.0]
+    mdp = RefinementMDP(inp, np.zeros(2, dtype=np.int64), 1.0, chains=1)
+    assert mdp.group == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        features, _ = mdp.observe()
+    assert features[0, :, REFINE_FEATURES.index("log_slowdown")].tolist() == [0.0, 0.0]
