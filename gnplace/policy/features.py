@@ -346,7 +346,7 @@ def _priority_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
 
 
 def _check_reused(graph: OpGraph, coarsening: Coarsening | None, held: np.ndarray | None) -> None:
-    """Refuse a ``coarsening`` of another graph (other op names or edges) and ``held`` not of ``[num_ops]``.
+    """Refuse a ``coarsening`` of another graph (other op names or edges) and ``held`` not ``[num_ops]`` bytes >= 0.
 
     A decision graph of another graph of as many ops gave features of the one and a map to the other's ops, whose
     placements split ``graph``'s colocation groups, without a word; of another size, or a ``held`` of another length,
@@ -364,6 +364,16 @@ def _check_reused(graph: OpGraph, coarsening: Coarsening | None, held: np.ndarra
     if held is not None and np.shape(held) != (graph.num_ops,):
         raise InvalidArgument(f"build_policy_input: held takes the bytes of each of the {graph.num_ops} ops of "
                               f"{graph.name!r}, got shape {np.shape(held)}")
+    if held is not None:  # NaN bytes made NaN device and decision features without a word; negative ones, room
+        try:
+            values = np.asarray(held, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"build_policy_input: held takes bytes (numbers) for the ops of {graph.name!r}, "
+                                  f"got {np.asarray(held).dtype}") from None
+        bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0)))
+        if bad.size:
+            raise InvalidArgument(f"build_policy_input: held takes finite bytes of at least 0 for the ops of "
+                                  f"{graph.name!r}, got {values[bad[0]]} for op {graph.node_names[bad[0]]!r}")
 
 
 def build_policy_input(
@@ -391,7 +401,7 @@ def build_policy_input(
 
     Raises:
         InvalidArgument: ``coarsening`` is of another graph (other op names or edges), or ``held`` is not
-            ``[num_ops]``.
+            ``[num_ops]`` finite bytes of at least 0.
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph

@@ -445,3 +445,23 @@ def test_groups_of_refuses_a_batch_of_placements():
     inp = build_policy_input(mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2"))
     with pytest.raises(InvalidPlacement, match=f"takes {inp.graph.num_ops} entries"):
         inp.groups_of(np.zeros((2, inp.graph.num_ops), dtype=np.int64))
+
+
+def test_held_bytes_that_are_not_finite_and_at_least_zero_are_refused():
+    """NaN held bytes made NaN device features and NaN decision features in every rollout, without a word; negative
+    ones made room that is not there; text was numpy's ValueError. Bytes of 0 and up are taken as before."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.placers.groups import held_at_peak
+
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    for value in (np.nan, np.inf, -1.0):
+        held = np.ones(g.num_ops)
+        held[3] = value
+        with pytest.raises(InvalidArgument, match=rf"finite bytes of at least 0 .* got {value} for op "
+                                                  rf"'{g.node_names[3]}'"):
+            build_policy_input(g, c, held=held)
+    with pytest.raises(InvalidArgument, match="held takes bytes"):
+        build_policy_input(g, c, held=np.array(["a"] * g.num_ops))
+    given = build_policy_input(g, c, held=held_at_peak(g, c))
+    assert torch.equal(given.device_x, build_policy_input(g, c).device_x)
+    assert build_policy_input(g, c, held=np.zeros(g.num_ops)).group_bytes.tolist() == [0.0] * g.num_groups
