@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from gnplace.limits import is_whole
 from gnplace.policy.features import DYNAMIC_FEATURES, PolicyInput
 from gnplace.rl._schedule import decision_features, schedule_node
 
@@ -294,14 +295,23 @@ class RefinementMDP:
         Raises:
             ValueError: if ``state`` does not fit ``inp`` (another pair's chains, or an edited file).
         """
-        current = np.asarray(state["current"], dtype=np.int64)
+        given = np.asarray(state["current"])
+        current = given.astype(np.int64)
         if current.ndim != 2 or current.shape[1] != inp.num_groups or not current.size:
             raise ValueError(f"refinement chains of shape {current.shape} for {inp.num_groups} groups")
+        if given.dtype.kind not in "iu" and not np.array_equal(given, current):  # 1.7 was device 1, without a word
+            raise ValueError("a refinement chain names a device by a number that is not whole")
         if current.min() < 0 or current.max() >= inp.cluster.num_devices:
             raise ValueError(f"a refinement chain names a device outside the {inp.cluster.num_devices} there are")
         mdp = cls(inp, current[0], 0.0, current.shape[0])
         mdp.current[:] = current
         mdp.step_time = np.asarray(state["step_time"], dtype=np.float64).reshape(current.shape[0])
         mdp.busy = np.asarray(state["busy"], dtype=np.float64).reshape(current.shape[0], inp.cluster.num_devices)
-        mdp.steps = int(state["steps"])
+        for name, seconds in (("step time", mdp.step_time), ("busy time", mdp.busy)):  # NaN or -1 s were taken
+            if not (seconds >= 0).all():
+                raise ValueError(f"a refinement chain's {name} is not seconds >= 0")
+        steps = state["steps"]
+        if not is_whole(steps) or steps < 0:  # -3 and 2.5 (as 2) were taken
+            raise ValueError(f"refinement steps must be a whole number >= 0, got {steps!r}")
+        mdp.steps = int(steps)
         return mdp

@@ -283,6 +283,30 @@ def test_restored_chains_refuse_a_device_past_the_last_or_below_zero():
         [1] * inp.num_groups]
 
 
+@pytest.mark.parametrize(("edit", "said"), [
+    ({"current": "1.7"}, "by a number that is not whole"),
+    ({"step_time": [float("nan")]}, "step time is not seconds >= 0"),
+    ({"step_time": [-1.0]}, "step time is not seconds >= 0"),
+    ({"busy": [[float("nan"), 0.0]]}, "busy time is not seconds >= 0"),
+    ({"steps": -3}, r"steps must be a whole number >= 0, got -3$"),
+    ({"steps": 2.5}, r"steps must be a whole number >= 0, got 2.5$"),
+    ({"steps": True}, "steps must be a whole number"),
+])
+def test_restored_chains_refuse_an_edited_state(edit, said):
+    """A chain's device of 1.7 was device 1, and NaN or negative step times and steps of -3 were taken, without a
+    word: an edited checkpoint resumed chains no run made (resuming refuses the ValueError in one line)."""
+    g, c = mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2")
+    inp = build_policy_input(g, c)
+    state = RefinementMDP(inp, np.zeros(inp.num_groups, dtype=np.int64), 1.0, chains=1).state()
+    if edit.get("current") == "1.7":
+        edit = {"current": [[1.7] * inp.num_groups]}
+    with pytest.raises(ValueError, match=said):
+        RefinementMDP.restored(inp, {**state, **edit})
+    restored = RefinementMDP.restored(inp, {**state, "current": [[1.0] * inp.num_groups], "step_time": [float("inf")],
+                                            "steps": np.int64(4)})  # whole floats, an OOM chain's inf, numpy's 4
+    assert restored.current.tolist() == [[1] * inp.num_groups] and restored.steps == 4
+
+
 def test_a_refinement_move_of_a_group_of_no_seconds_is_quiet_and_slows_nothing():
     """A group of zero-FLOP ops takes 0 s under Placeto's costs (no launch overhead): its log slowdown was log(0 /
     1e-300), a numpy divide-by-zero warning before the clip made it 0 (the construction MDP floors it quietly)."""
