@@ -230,7 +230,8 @@ def test_a_plan_beyond_the_torch_devices_given_is_one_clear_error():
     from gnplace.exceptions import InvalidPlacement
 
     program = compile_step(_linear_step())
-    with pytest.raises(InvalidPlacement, match=r"^the plan runs on device 2, but 2 torch devices are given"):
+    with pytest.raises(InvalidPlacement, match=r"^the plan runs on device 2, but 2 torch devices are given "
+                                               r"\(devices 0\.\.1\)$"):
         run_step(program, program.plan([2] * program.num_nodes), [CPU, CPU])
 
 
@@ -463,3 +464,117 @@ def test_a_plan_pickled_before_it_had_frees_runs_and_frees_as_it_then_did():
     assert out.peak_bytes.tolist() == [5760, 3220]  # grad/2/mm held on device 1 until device 0 read it, as before
     np.testing.assert_array_equal(out.peak_bytes, program.peak_bytes(old, 2))
     torch.testing.assert_close(out.loss, run_step(program, plan, [CPU, CPU]).loss)
+
+
+def test_a_real_oom_while_a_tensor_crosses_is_the_receiving_devices(monkeypatch):
+    """Layers 0-1 on device 0, layer 2 and the loss on device 1: the first crossing is layer 1's activation, to device
+    1. Its copy allocates there, so running out then is device 1's OOM (a mutant naming device 0 passed)."""
+    import sys
+
+    step = _linear_step()
+    program = compile_step(step)
+    plan = program.plan(np.array([(0, 0, 1, 1)[k] for k in step.graph.group], dtype=np.int64))
+    real = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        if sys._getframe(1).f_code.co_name == "_cross":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    with pytest.raises(DeviceOutOfMemory) as info:
+        run_step(program, plan, [CPU, CPU])
+    assert info.value.device == 1
+
+
+def test_a_real_oom_while_a_parameters_optimizer_state_is_made_is_that_parameters_devices(monkeypatch):
+    """Adam's moments of ``2.weight`` (updated on device 1) are made there: running out is device 1's OOM."""
+    from gnplace.execute.optim import OptimizerState
+    from gnplace.execute.runner import optimizer_state, place_params
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    step = import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean(), optimizer="adam")
+    program = compile_step(step)
+    placement = np.zeros(step.graph.num_ops, dtype=np.int64)
+    placement[step.update_node["2.weight"]] = 1
+    plan = program.plan(placement)
+    params = place_params(program.params, plan, [CPU, CPU], copy=True)
+    add = OptimizerState.add
+
+    def add_or_fail(self, name, param):
+        if name == "2.weight":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+        add(self, name, param)
+
+    monkeypatch.setattr(OptimizerState, "add", add_or_fail)
+    with pytest.raises(DeviceOutOfMemory) as info:
+        optimizer_state(program, params, plan)
+    assert info.value.device == 1
+
+
+def test_an_input_the_step_never_reads_is_not_counted():
+    """An input no op reads has no device of its own: holding it on device 0 would add its 4,000 bytes there."""
+
+    class Ignores(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(4, 2)
+
+        def forward(self, x, unused):
+            return self.a(x).square().mean()
+
+    torch.manual_seed(0)
+    x, unused = torch.randn(3, 4), torch.randn(100, 10)  # 4,000 bytes unread
+    program = compile_step(import_step(Ignores(), (x, unused)))
+    plan = program.plan(np.zeros(program.num_nodes, dtype=np.int64))
+    assert len(program.inputs) == 2 and list(plan.input_device) == [0]
+    out = run_step(program, plan, [CPU])
+    assert out.peak_bytes[0] < 4000
+    np.testing.assert_array_equal(out.peak_bytes, program.peak_bytes(plan, 1))
+
+
+def test_an_inputs_gradient_goes_back_to_the_inputs_device_and_only_when_outputs_are_kept():
+    """Forward on device 0, the backward on device 1: the input's gradient is made on device 1 and crosses back to the
+    input's device 0, one crossing beyond the plan's op and parameter-gradient moves. ``keep_outputs=False`` returns
+    none of it."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    x = torch.randn(10, 6, requires_grad=True)
+    step = import_step(net, (x,), loss=lambda y: y.square().mean())
+    program = compile_step(step)
+    plan = program.plan(np.array([n.startswith("grad/") for n in step.graph.node_names], dtype=np.int64))
+    assert plan.input_device == {0: 0}
+    out = run_step(program, plan, [CPU, CPU])
+    assert out.moves == plan.num_moves + 1
+    np.testing.assert_array_equal(out.peak_bytes, program.peak_bytes(plan, 2))
+    net(x).square().mean().backward()
+    torch.testing.assert_close(out.input_grads[0], x.grad)
+    assert run_step(program, plan, [CPU, CPU], keep_outputs=False).input_grads == {}
+
+
+def test_a_view_of_a_tensor_in_another_layout_is_made_as_a_reshape():
+    """A tensor that crossed ranks arrives in its recorded layout: ``view`` fails on a transposed one, and is retried
+    as a reshape (a copy), which gives the elements in order: 0, 3, 1, 4, 2, 5."""
+    from gnplace.execute.program import ProgramOp
+    from gnplace.execute.runner import call_op
+    from gnplace.importers.trace import Ref
+
+    ref = Ref("op", 0)
+    op = ProgramOp("aten.view.default", (ref, [6]), {}, 0, None, [(6,)], [torch.float32], 0)
+    transposed = torch.arange(6.0).reshape(2, 3).t()
+    with pytest.raises(RuntimeError, match="reshape"):
+        transposed.view(6)
+    (out,) = call_op(op, torch.ops.aten.view.default, lambda r: transposed, CPU)
+    assert out.tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+
+
+def test_an_op_that_makes_a_tensor_makes_it_on_its_own_device_whatever_device_was_recorded():
+    """``device=`` recorded as text (not a torch.device, which the argument makers replace) is set to the op's device."""
+    from gnplace.execute.program import ProgramOp
+    from gnplace.execute.runner import call_op
+
+    op = ProgramOp("aten.zeros.default", ([2],), {"device": "meta", "dtype": torch.float32}, 0, None, [(2,)],
+                   [torch.float32], 8)
+    (out,) = call_op(op, torch.ops.aten.zeros.default, lambda r: None, CPU)
+    assert out.device == CPU and out.tolist() == [0.0, 0.0]
