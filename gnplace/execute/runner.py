@@ -296,7 +296,8 @@ def run_step(
         plan (Plan): where each op runs (:meth:`Program.plan`).
         devices (Sequence[torch.device]): the torch device of each cluster device.
         params (dict, optional): parameter values, already on their plan devices (default: the
-            program's initial values, moved there).
+            program's initial values, moved there; copied there where ``lr`` updates them, so that the
+            program's own values are never trained).
         inputs (Sequence, optional): input values, already on their devices (default: the program's).
         lr (float, optional): learning rate of the update of the program's optimizer
             (:attr:`Program.optimizer <gnplace.execute.program.Program.optimizer>`), applied in place to
@@ -328,8 +329,8 @@ def run_step(
     # worked out before the clock starts: the buffers each op reads, what its outputs share memory with
     buffer_reads = [program.buffers_read(i) for i in range(len(program.ops))]
     sources = [shared_source(op) for op in program.ops]
-    if params is None:
-        params = place_params(program.params, plan, devices)
+    if params is None:  # (on a CPU device .to hands back the program's own tensor, which the update trained)
+        params = place_params(program.params, plan, devices, copy=bool(lr))
     if state is None and lr:
         state = optimizer_state(program, params, plan)
     made_inputs = inputs is None  # then the step's values hold them alone, and free them after their last use

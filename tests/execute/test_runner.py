@@ -578,3 +578,17 @@ def test_an_op_that_makes_a_tensor_makes_it_on_its_own_device_whatever_device_wa
                    [torch.float32], 8)
     (out,) = call_op(op, torch.ops.aten.zeros.default, lambda r: None, CPU)
     assert out.device == CPU and out.tolist() == [0.0, 0.0]
+
+
+def test_a_step_that_updates_the_programs_own_parameters_trains_copies():
+    """Without ``params``, a CPU device's ``.to`` handed back the program's own tensors and ``lr`` trained them: each
+    call started where the last left them (a loss of 0.0977, then 0.0222), where a GPU's copies did not move."""
+    step = _linear_step()
+    program = compile_step(step)
+    plan = program.plan(np.zeros(program.num_nodes, dtype=np.int64))
+    before = {name: p.clone() for name, p in program.params.items()}
+    first = run_step(program, plan, [CPU], lr=0.5)
+    second = run_step(program, plan, [CPU], lr=0.5)
+    assert torch.equal(first.loss, second.loss)
+    for name, p in program.params.items():
+        assert torch.equal(p, before[name]), name
