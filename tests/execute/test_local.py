@@ -299,3 +299,97 @@ def test_timing_trains_a_copy_and_leaves_the_recorded_parameters_as_they_were():
     timer.time(step.graph, _cpu_cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))
     for name, p in timer.program.params.items():
         assert torch.equal(p, before[name]), name
+
+
+@pytest.mark.parametrize("warmup, repeats", [(0, 2), (2, 1)])
+def test_a_measurement_runs_exactly_warmup_and_repeats_steps(monkeypatch, warmup, repeats):
+    """``warmup`` untimed steps, then ``repeats`` timed: a mutant running ``repeats + 1`` passed with the default
+    warm-up of 1. No warm-up, two steps of 1 s and 3 s: their median 2 s (the lower middle one of two is not
+    taken: ``np.median``, the mean of the two); two warm-ups of 100 s, then 1 s: 1 s."""
+    import gnplace.execute.local as local
+    from gnplace.execute.runner import StepOutput
+
+    drawn = iter([1.0, 3.0] if warmup == 0 else [100.0, 100.0, 1.0])
+    calls = []
+
+    def scripted(program, plan, devices, **kwargs):
+        calls.append(1)
+        return StepOutput(None, {}, next(drawn), np.zeros(2), np.zeros(2), 0.0, 0)
+
+    monkeypatch.setattr(local, "run_step", scripted)
+    step = _step()
+    result = LocalTimer(step, warmup=warmup, repeats=repeats).time(step.graph, _cpu_cluster(), step.graph.group % 2)
+    assert len(calls) == warmup + repeats
+    assert result.step_time == (2.0 if warmup == 0 else 1.0)
+
+
+def test_the_peak_is_each_devices_most_over_every_step_run(monkeypatch):
+    """Peaks of [5, 1], [1, 7] and [2, 2] bytes (the first a warm-up): each device's most, [5, 7], not the last step's."""
+    import gnplace.execute.local as local
+    from gnplace.execute.runner import StepOutput
+
+    peaks = iter([[5.0, 1.0], [1.0, 7.0], [2.0, 2.0]])
+
+    def scripted(program, plan, devices, **kwargs):
+        return StepOutput(None, {}, 1.0, np.zeros(2), np.array(next(peaks)), 0.0, 0)
+
+    monkeypatch.setattr(local, "run_step", scripted)
+    step = _step()
+    result = LocalTimer(step, warmup=1, repeats=2).time(step.graph, _cpu_cluster(), step.graph.group % 2)
+    assert result.peak_memory.tolist() == [5.0, 7.0]
+
+
+def test_a_failing_op_is_reported_in_the_executors_own_words_once(monkeypatch):
+    """``call_op`` names the op and the device already: it was wrapped again as "the placed step of ... failed"."""
+    import gnplace.execute.runner as runner
+
+    def broken(op, fn, resolve, device):
+        raise ExecutionFailed(f"op {op.target} failed on {device}: boom")
+
+    monkeypatch.setattr(runner, "call_op", broken)
+    step = _step()
+    with pytest.raises(ExecutionFailed, match=r"^op aten\.\S+ failed on cpu: boom$"):
+        LocalTimer(step, repeats=1).time(step.graph, _cpu_cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))
+
+
+def test_bad_devices_or_threads_are_refused_when_the_timer_is_made():
+    """``"cpu,cpu"`` was seven devices, one a letter; ``threads=0`` reached torch.set_num_threads mid-measurement."""
+    from gnplace.exceptions import InvalidArgument
+
+    step = _step()
+    with pytest.raises(InvalidArgument, match=r"^devices must be a list of torch device names"):
+        LocalTimer(step, devices="cpu,cpu")
+    with pytest.raises(InvalidArgument, match=r"threads must be a whole number from 1 to"):
+        LocalTimer(step, threads=0)
+
+
+def test_the_settings_name_the_devices_and_threads():
+    """A run resumed on other devices or threads mixes two kinds of measurement: the journal's settings say which."""
+    step = _step()
+    timer = LocalTimer(step, devices=["cpu", "cpu"], repeats=3, threads=1)
+    assert timer.settings() == {"warmup": 1, "repeats": 3, "lr": 1e-3, "devices": ["cpu", "cpu"], "threads": 1}
+    assert LocalTimer(step).settings() == {"warmup": 1, "repeats": 5, "lr": 1e-3, "devices": None, "threads": None}
+
+
+def test_a_step_over_a_devices_capacity_ends_at_once_with_the_simulators_estimate(monkeypatch):
+    """The count raises when device 0's 4 KiB are exceeded: the first (warm-up) step ends there, and the result is
+    ``oom_result``'s, the simulator's step time with device 0's peak at least twice its capacity (8,192 bytes),
+    not a measured step that ran to the end over capacity."""
+    import gnplace.execute.local as local
+    from gnplace.sim.simulator import Simulator
+
+    calls = []
+    run_step = local.run_step
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return run_step(*args, **kwargs)
+
+    monkeypatch.setattr(local, "run_step", counted)
+    step = _step()
+    cluster = _cpu_cluster(memory="4KiB")
+    placement = np.zeros(step.graph.num_ops, dtype=np.int64)
+    result = LocalTimer(step, repeats=3).time(step.graph, cluster, placement)
+    assert result.is_oom and len(calls) == 1
+    assert result.step_time == Simulator().time(step.graph, cluster, placement).step_time
+    assert result.peak_memory[0] >= 8192
