@@ -128,7 +128,7 @@ def test_finetune_on_real_steps(tmp_path, timer, cpu_ranks):
     from gnplace.finetune import CONFIRM, JOURNAL
 
     header = json.loads((tmp_path / JOURNAL).read_text().splitlines()[0])  # the search confirmed its new fastest ones
-    assert header["identity"]["settings"]["confirm"] == CONFIRM > 0
+    assert header["identity"]["settings"]["confirm"] == CONFIRM > 0 and header["identity"]["timer"] == timer
     journaled = len((tmp_path / JOURNAL).read_text().splitlines()) - 1
     assert summary["measured_steps"] >= journaled + 3 * 2  # and the race: 3 rounds of at least the search's two
 
@@ -510,6 +510,7 @@ def test_real_steps_race_the_searchs_two_fastest_placements_with_auto_and_single
     graph = _tiny_graph()
     single = get_placer("single").place(graph, cluster).devices
     assert (load_placement(tmp_path / "placement.json", graph, cluster).devices == single).all()
+    assert json.loads((tmp_path / "placement.json").read_text())["placer"] == "finetune"  # a search's placement
     rounds = summary["final_rounds_s"]
     assert set(rounds) == {"search", "search_2", "auto", "single", "round_robin"}
     assert all(len(r) == 3 for r in rounds.values())
@@ -572,7 +573,7 @@ def test_a_summary_that_cannot_be_written_leaves_no_tmp(tmp_path, disk_full_at):
     assert not list(out.glob("*.tmp")) and not (out / "summary.json").exists()  # a summary.json.tmp was left
 
 
-@pytest.mark.parametrize("name", ["summary.json", "placement.json"])
+@pytest.mark.parametrize("name", ["summary.json", "placement.json", "last.ckpt", "measurements.jsonl"])
 def test_an_output_linked_out_of_the_folder_is_refused_and_its_target_kept(tmp_path, name):
     """A shared run folder's summary.json linked to a file elsewhere had the summary written over that file."""
     path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
@@ -790,3 +791,163 @@ def test_a_finished_run_that_recorded_its_clusters_earlier_fingerprint_resumes(t
     placed["cluster_fingerprint"] = cluster.earlier_fingerprint()  # as that gnplace wrote it
     (out / "placement.json").write_text(json.dumps(placed))
     assert finetune(str(path), cluster, budget=1, out=out, resume=True, progress=False) is not None
+
+
+def test_costs_of_another_graph_or_of_other_sizes_are_refused_and_measured_seconds_win(tmp_path):
+    """Each check of ``--costs`` against the graph: another node count says so, each of its sizes is compared (a mutant
+    that left out edge_bytes passed), and the file's measured seconds replace the graph's own of that kind."""
+    from gnplace.finetune import _with_costs
+
+    graph = mlp_training_graph(layers=2, width=64, batch=8)  # 14 ops
+    cluster = load_cluster("k80x2")
+    bigger = save_graph(mlp_training_graph(layers=3, width=64, batch=8), tmp_path / "bigger.gnpg")
+    with pytest.raises(InvalidArgument, match=r"bigger.gnpg: profiled for another graph \(\d+ nodes, this one 14\)$"):
+        _with_costs(graph, str(bigger), cluster)
+    measured = {"k80": np.full(graph.num_ops, 1e-5)}
+    for field, scale in (("flops", 2), ("out_bytes", 2), ("param_bytes", 2), ("edge_bytes", 0.5)):  # (edges <= out)
+        other = graph.replace(**{field: np.asarray(getattr(graph, field)) * scale + 1}, cost_s=measured)
+        path = save_graph(other, tmp_path / f"{field}.gnpg")
+        with pytest.raises(InvalidArgument, match=rf"profiled for another graph \(the same op names, other {field}:"):
+            _with_costs(graph, str(path), cluster)
+    own = graph.replace(cost_s={"k80": np.full(graph.num_ops, 1.0), "cpu": np.full(graph.num_ops, 2.0)})
+    profiled = save_graph(graph.replace(cost_s=measured), tmp_path / "profiled.gnpg")
+    merged = _with_costs(own, str(profiled), cluster).cost_s
+    assert sorted(merged) == ["cpu", "k80"]
+    assert merged["k80"].tolist() == [1e-5] * 14 and merged["cpu"].tolist() == [2.0] * 14
+
+
+def test_a_finished_run_on_a_cluster_of_the_same_name_with_other_devices_says_so(tmp_path):
+    """Same name, other memory: the message says the devices differ, not "(k80x2; here k80x2)"."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    out = tmp_path / "run"
+    finetune(str(path), "k80x2", budget=1, out=out, progress=False)
+    smaller = cluster_from_dict({"name": "k80x2", "devices": [{"name": "gpu", "count": 2, "kind": "k80",
+                                                               "memory": "1GiB"}], "links": {"default": "pcie3"}})
+    with pytest.raises(InvalidArgument, match=r"holds a finished run of another cluster \(k80x2 with other devices\) "
+                                              r"\(placement.json\)"):
+        finetune(str(path), smaller, budget=1, out=out, resume=True, progress=False)
+
+
+def test_the_simulators_comparison_times_each_placement_once_and_the_summary_names_the_checkpoint(tmp_path, monkeypatch):
+    """The simulator is exact: one round whatever ``final_rounds`` says (a mutant ran three); the summary names the
+    checkpoint the run started from (the shipped one), not the ``None`` it was given."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    searched_on_one_device(monkeypatch)
+    summary = finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False, final_rounds=3)
+    assert summary is not None
+    assert set(summary["final_rounds_s"]) == {"search", "auto", "single", "round_robin"}
+    assert all(len(seconds) == 1 for seconds in summary["final_rounds_s"].values())
+    assert summary["checkpoint"].endswith("gnplace-base.ckpt")
+    assert summary["measured_steps"] is None  # (a real timer's count of measurements)
+
+
+def test_a_comparison_that_fails_leaves_the_searchs_placement_written(tmp_path, monkeypatch):
+    """The search's best is written before the comparison: a failure there (a real step that fails, a kill) keeps
+    the search's result, single's placement here, and writes no summary."""
+    import gnplace.finetune
+    from gnplace.placement import load_placement
+    from gnplace.placers import get_placer
+
+    def failing(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    graph = mlp_training_graph(layers=2, width=64, batch=8)
+    path = save_graph(graph, tmp_path / "a.gnpg")
+    searched_on_one_device(monkeypatch)
+    monkeypatch.setattr(gnplace.finetune, "_race", failing)
+    with pytest.raises(KeyboardInterrupt):
+        finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False)
+    cluster = load_cluster("k80x2")
+    kept = load_placement(tmp_path / "run" / "placement.json", graph, cluster).devices
+    assert kept.tolist() == get_placer("single").place(graph, cluster).devices.tolist() == [0] * graph.num_ops
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_a_finished_runs_placement_file_that_is_no_json_object_is_taken_as_this_runs(tmp_path):
+    """As an unreadable one is: a JSON list there was an AttributeError under a mutant."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    out = tmp_path / "run"
+    finetune(str(path), "k80x2", budget=1, out=out, progress=False)
+    (out / "placement.json").write_text("[1, 2]")
+    assert finetune(str(path), "k80x2", budget=1, out=out, resume=True, progress=False) is not None
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(final_rounds=0), r"final_rounds must be a whole number >= 1, got 0"),
+    (dict(screen=0), r"screen must be a whole number >= 1, got 0"),
+    (dict(confirm=-1), r"confirm must be a whole number >= 0, got -1"),
+    (dict(screen_model="simulator"), r"the simulator screen ranks a real timer's candidates; with --timer sim"),
+    (dict(timer="local", source=TINY, input_shapes={"x": [4]}), r"input shapes \(--input-shape\) apply to ONNX models"),
+])
+def test_settings_refused_before_the_output_folder_is_made(tmp_path, bad, message):
+    """final_rounds=0 (with the simulator, taken as one round), screen=0, confirm=-1, the simulator screen with the
+    simulator, input shapes for a factory's real steps: each refused before anything is written."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    source = bad.pop("source", str(path))
+    with pytest.raises(InvalidArgument, match=message):
+        finetune(source, "k80x2", budget=8, out=tmp_path / "run", progress=False, **bad)
+    assert not (tmp_path / "run").exists()
+
+
+def test_one_torch_device_for_a_cluster_of_two_is_refused_before_the_search(tmp_path, monkeypatch):
+    """A mutant that left the check to the local timer refused it at the search's first step, after the policy was
+    loaded and Lightning set up (the folder it made was then removed): no step is tried now."""
+    import gnplace.execute.local
+
+    tried = []
+    monkeypatch.setattr(gnplace.execute.local.LocalTimer, "_measure", lambda self, *args: tried.append(args))
+    with pytest.raises(InvalidArgument, match=r"^1 torch devices given for the 2 devices of 'k80x2'$"):
+        finetune(TINY, "k80x2", timer="local", devices=["cpu"], budget=8, out=tmp_path / "run", progress=False)
+    assert tried == [] and not (tmp_path / "run").exists()
+
+
+def test_polish_zero_reaches_the_search_as_none(tmp_path, monkeypatch):
+    """``polish=0`` is no share of the budget set aside for annealing (a mutant read it as the default, 0.25); left out,
+    it is :data:`~gnplace.rl.search.FINETUNE_POLISH`."""
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FINETUNE_POLISH, FineTunePlacer
+
+    shares = []
+
+    def on_one(self, graph, cluster, *, seed=None):
+        shares.append(self.polish)
+        self.last_evaluations, self.last_zero_shot_step, self.last_history = 1, None, [(1, 0.0)]
+        return get_placer("single").place(graph, cluster, seed=seed)
+
+    monkeypatch.setattr(FineTunePlacer, "place", on_one)
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    for polish, out in ((0.0, "a"), (None, "b")):
+        assert finetune(str(path), "k80x2", budget=8, out=tmp_path / out, progress=False, polish=polish) is not None
+    assert shares == [0.0, FINETUNE_POLISH] and FINETUNE_POLISH > 0
+
+
+def test_auto_is_measured_afresh_after_the_search_not_answered_from_the_searchs_cache(tmp_path, monkeypatch):
+    """The search timed auto's candidates (as it does, starting from auto's placement); after it, auto places with the
+    cache cleared, so its pick is by fresh measurements: its placement is measured once by auto, then once in each of
+    the race's 3 rounds, 4 in all (a mutant that kept the cache measured it 3 times)."""
+    import gnplace.execute.local
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+    from gnplace.sim.simulator import Simulator
+
+    searched = []
+    after: list[bytes] = []
+
+    def simulated(self, graph, cluster, placement):
+        if searched:
+            after.append(np.asarray(placement.devices, dtype=np.int64).tobytes())
+        return Simulator().time(graph, cluster, placement)
+
+    def search(self, graph, cluster, *, seed=None):
+        best = get_placer("auto", timer=self.timer).place(graph, cluster, seed=seed)
+        self.last_evaluations, self.last_polish_evaluations, self.last_history = 1, 0, [(1, 0.0)]
+        self.last_zero_shot_placement = self.last_zero_shot_budget_needed = None
+        searched.append(best.devices.astype(np.int64).tobytes())
+        return best
+
+    monkeypatch.setattr(gnplace.execute.local.LocalTimer, "_measure", simulated)
+    monkeypatch.setattr(FineTunePlacer, "place", search)
+    summary = finetune(TINY, "k80x2", timer="local", devices=["cpu", "cpu"], budget=12, repeats=1, out=tmp_path,
+                       progress=False, confirm=0)
+    assert summary is not None and summary["chosen"] in ("search", "search_2", "auto", "single")
+    assert after.count(searched[0]) == 4
