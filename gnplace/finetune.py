@@ -77,15 +77,18 @@ def _with_costs(graph: Any, costs: str | None, cluster: Any) -> Any:
     """``graph`` with the measured ``cost_s`` of the profiled graph file ``costs`` (same nodes), for ``cluster``.
 
     Raises:
-        InvalidArgument: if ``costs`` profiles another graph, or no device kind of ``cluster`` (whose seconds
-            would have been ignored without a word).
+        InvalidArgument: if ``costs`` profiles another graph, or no device kind of ``cluster``, or holds no measured
+            seconds at all (a graph file gnplace profile did not write): either would have been ignored without a word.
     """
     if costs is None:
         return graph
     from gnplace.graph_io import load_graph
 
     measured = load_graph(costs)
-    if measured.cost_s and not set(measured.cost_s) & set(cluster.kinds):
+    if not measured.cost_s:  # the graph file, not the profiled one: the cost model planned, without a word
+        raise InvalidArgument(f"{costs}: holds no measured op seconds (a graph file gnplace profile wrote has them): "
+                              "give that file, or leave --costs out")
+    if not set(measured.cost_s) & set(cluster.kinds):
         raise InvalidArgument(
             f"{costs}: measured seconds on device kinds {', '.join(sorted(measured.cost_s))}, of which cluster "
             f"{cluster.name!r} ({', '.join(sorted(set(cluster.kinds)))}) has none: give the cluster file gnplace "

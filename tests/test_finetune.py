@@ -800,7 +800,8 @@ def test_costs_of_another_graph_or_of_other_sizes_are_refused_and_measured_secon
 
     graph = mlp_training_graph(layers=2, width=64, batch=8)  # 14 ops
     cluster = load_cluster("k80x2")
-    bigger = save_graph(mlp_training_graph(layers=3, width=64, batch=8), tmp_path / "bigger.gnpg")
+    bigger = mlp_training_graph(layers=3, width=64, batch=8)
+    bigger = save_graph(bigger.replace(cost_s={"k80": np.full(bigger.num_ops, 1e-5)}), tmp_path / "bigger.gnpg")
     with pytest.raises(InvalidArgument, match=r"bigger.gnpg: profiled for another graph \(\d+ nodes, this one 14\)$"):
         _with_costs(graph, str(bigger), cluster)
     measured = {"k80": np.full(graph.num_ops, 1e-5)}
@@ -951,3 +952,13 @@ def test_auto_is_measured_afresh_after_the_search_not_answered_from_the_searchs_
                        progress=False, confirm=0)
     assert summary is not None and summary["chosen"] in ("search", "search_2", "auto", "single")
     assert after.count(searched[0]) == 4
+
+
+def test_costs_with_no_measured_seconds_are_refused(tmp_path):
+    """``--costs`` given the plain graph file (not the one gnplace profile wrote) planned with the cost model, without a
+    word, as seconds of another device kind did."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    with pytest.raises(InvalidArgument, match=r"g.gnpg: holds no measured op seconds \(a graph file gnplace profile "
+                                              r"wrote has them\): give that file, or leave --costs out$"):
+        finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False, costs=str(path))
+    assert not (tmp_path / "run").exists()
