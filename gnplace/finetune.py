@@ -239,7 +239,9 @@ def finetune(
             the update and state its graph counts and real steps run; a graph file keeps its own, and one
             given must be it (default: ``"sgd"`` for imported models).
         polish (float, optional): share of ``budget`` spent last on simulated annealing from the search's
-            best placement; 0: PPO spends it all (default: :data:`~gnplace.rl.search.FINETUNE_POLISH`).
+            best placement; 0: PPO spends it all, but for the evaluations its memo leaves unspent (placements it
+            drew again are not timed again), which annealing spends
+            (default: :data:`~gnplace.rl.search.FINETUNE_POLISH`).
         final_rounds (int, optional): real timers: rounds of the comparison after the search, each
             measuring every placement compared afresh, in turn; medians count (default: :data:`FINAL_ROUNDS`;
             the simulator is exact and times each once).

@@ -53,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and learned with --timer sim)")
     p.add_argument("--polish", type=float, default=None, metavar="SHARE",
                    help="share of the budget spent last on simulated annealing from the search's best placement; "
-                        "0: PPO spends it all (default: 0.25)")
+                        "0: PPO spends it all, but for what it leaves by drawing placements timed already "
+                        "(default: 0.25)")
     p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
                    help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
                         "counted, and returned if the search from auto's placement ends slower)")
