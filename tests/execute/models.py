@@ -179,3 +179,15 @@ class WritesInPlace(torch.nn.Module):
             if self.how == "pieces":
                 return (first * second).sum()
         return (y * y).sum()
+
+
+class CheckpointedDropout(torch.nn.Module):
+    """A checkpointed segment with dropout: eager recomputes it in the backward with the forward's mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.drop = torch.nn.Linear(4, 4), torch.nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        segment = lambda h: self.drop(torch.tanh(self.a(h)))  # noqa: E731
+        return torch.utils.checkpoint.checkpoint(segment, x, use_reentrant=False).square().sum()

@@ -11,6 +11,7 @@ from gnplace.cluster import load_cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement, UnsupportedGraph
 from gnplace.importers.torch import import_step
 from gnplace.placement import Placement
+from tests.execute.models import CheckpointedDropout
 
 
 def _assert_same_grads(module, reference):
@@ -818,22 +819,10 @@ def test_a_plain_tensor_attribute_changed_since_the_recording_is_warned_of():
         placed(x)
 
 
-class _CheckpointedDropout(torch.nn.Module):
-    """A checkpointed segment with dropout: eager recomputes it in the backward with the forward's mask."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a, self.drop = torch.nn.Linear(4, 4), torch.nn.Dropout(0.3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        segment = lambda h: self.drop(torch.tanh(self.a(h)))  # noqa: E731
-        return torch.utils.checkpoint.checkpoint(segment, x, use_reentrant=False).square().sum()
-
-
 def test_a_checkpointed_dropout_is_refused_naming_the_random_op():
     """The recorded recomputation drew a new mask: gradients of another mask than the loss's, silently."""
     torch.manual_seed(0)
-    net, x = _CheckpointedDropout(), torch.randn(5, 4)
+    net, x = CheckpointedDropout(), torch.randn(5, 4)
     step = import_step(net, (x,))
     placement = Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2"))
     with pytest.raises(ExecutionFailed, match=r"backward draws random numbers \(aten\.bernoulli_\.float\): a "

@@ -8,7 +8,7 @@ from gnplace.exceptions import ExecutionFailed
 from gnplace.execute.compiler import compile_step
 from gnplace.execute.runner import run_step
 from gnplace.importers.torch import import_step
-from tests.execute.models import ViewsBeforeWrites, WritesInPlace
+from tests.execute.models import CheckpointedDropout, ViewsBeforeWrites, WritesInPlace
 
 
 def _step():
@@ -233,19 +233,9 @@ def test_writes_into_views_add_only_the_copies_they_need():
         assert all(k in read for k, op in enumerate(program.ops) if op.is_view)
 
 
-class _CheckpointedDropout(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.a, self.drop = torch.nn.Linear(4, 4), torch.nn.Dropout(0.3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        segment = lambda h: self.drop(torch.tanh(self.a(h)))  # noqa: E731
-        return torch.utils.checkpoint.checkpoint(segment, x, use_reentrant=False).square().sum()
-
-
 def test_a_step_whose_backward_draws_random_numbers_is_not_compiled():
     """A checkpointed dropout recomputed in the backward draws another mask op by op: no program of it."""
-    step = import_step(_CheckpointedDropout(), (torch.randn(8, 4),))
+    step = import_step(CheckpointedDropout(), (torch.randn(8, 4),))
     with pytest.raises(ExecutionFailed, match=r"the step's backward draws random numbers \(aten\.bernoulli_"):
         compile_step(step)
 

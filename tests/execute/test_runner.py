@@ -212,17 +212,24 @@ def test_a_real_oom_while_a_parameter_is_copied_to_its_device_is_that_devices(mo
     placement = np.zeros(step.graph.num_ops, dtype=np.int64)
     placement[step.update_node["2.weight"]] = 1
     plan = program.plan(placement)
-    real, weight = torch.Tensor.to, program.params["2.weight"]
+    weight = program.params["2.weight"]
+    assert _oom_device_when(monkeypatch, lambda tensor: tensor is weight, program, plan) == 1
+
+
+def _oom_device_when(monkeypatch, fails, program, plan) -> int:
+    """The device of the :class:`DeviceOutOfMemory` a step on two CPUs raises where ``Tensor.to`` runs out of memory
+    for the tensors ``fails(tensor)`` picks (called from the frame that moves it)."""
+    real = torch.Tensor.to
 
     def to(self, *args, **kwargs):
-        if self is weight:
+        if fails(self):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.Tensor, "to", to)
     with pytest.raises(DeviceOutOfMemory) as info:
         run_step(program, plan, [CPU, CPU])
-    assert info.value.device == 1
+    return info.value.device
 
 
 def test_a_plan_beyond_the_torch_devices_given_is_one_clear_error():
@@ -474,17 +481,8 @@ def test_a_real_oom_while_a_tensor_crosses_is_the_receiving_devices(monkeypatch)
     step = _linear_step()
     program = compile_step(step)
     plan = program.plan(np.array([(0, 0, 1, 1)[k] for k in step.graph.group], dtype=np.int64))
-    real = torch.Tensor.to
-
-    def to(self, *args, **kwargs):
-        if sys._getframe(1).f_code.co_name == "_cross":
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(torch.Tensor, "to", to)
-    with pytest.raises(DeviceOutOfMemory) as info:
-        run_step(program, plan, [CPU, CPU])
-    assert info.value.device == 1
+    crossing = lambda tensor: sys._getframe(2).f_code.co_name == "_cross"  # noqa: E731 (to's caller)
+    assert _oom_device_when(monkeypatch, crossing, program, plan) == 1
 
 
 def test_a_real_oom_while_a_parameters_optimizer_state_is_made_is_that_parameters_devices(monkeypatch):

@@ -12,6 +12,7 @@ from torch import nn
 
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGraph
 from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
+from tests.importers.test_torch import _Block  # b(tanh(a(x)))
 
 
 def mlp() -> nn.Sequential:
@@ -730,17 +731,6 @@ def test_replay_leaves_the_recorded_buffers_as_they_were():
     before = {k: v.clone() for k, v in trace.buffers.items()}
     trace.replay()
     assert all(torch.equal(trace.buffers[k], v) for k, v in before.items())
-
-
-class _Block(nn.Module):
-    """``b(tanh(a(x)))``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.tanh(self.a(x)))
 
 
 class _CheckpointedSteps(nn.Module):
