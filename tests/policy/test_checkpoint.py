@@ -494,3 +494,145 @@ def test_a_loop_template_this_lightning_cannot_build_leaves_the_loop_to_lightnin
 
     monkeypatch.setattr(loops, "_FitLoop", needs_a_trainer)
     assert _damaged_loop_section(damaged) is None
+
+
+def test_a_temporary_name_another_write_holds_is_left_to_it(tmp_path, monkeypatch):
+    """The temporary file is made with O_EXCL: where its name is taken (another write's), that file is neither
+    written over nor removed, and the write fails naming the destination."""
+    from gnplace.policy.checkpoint import atomic_torch_save
+
+    monkeypatch.setattr(ckpt.os, "urandom", lambda n: b"\0" * n)
+    path = tmp_path / "last.ckpt"
+    theirs = tmp_path / f"last.ckpt.{os.getpid()}.00000000.tmp"
+    theirs.write_bytes(b"another write's")
+    with pytest.raises(OSError) as caught:
+        atomic_torch_save({"step": 1}, path)
+    assert (caught.value.errno, caught.value.filename) == (errno.EEXIST, str(path))
+    assert theirs.read_bytes() == b"another write's" and not path.exists()
+
+
+def test_a_failed_write_through_a_link_names_the_link(saved, tmp_path, monkeypatch):
+    """A link is written through (its target replaced); the error names the path the caller gave."""
+    policy, path = saved
+    link = tmp_path / "link.ckpt"
+    link.symlink_to(path)
+    before = path.read_bytes()
+    save = torch.save
+    monkeypatch.setattr(ckpt.torch, "save", lambda obj, handle: save(obj, _FillsUp(handle, 0)))
+    with pytest.raises(OSError) as caught:
+        save_policy(link, policy)
+    assert caught.value.filename == str(link)
+    assert link.is_symlink() and path.read_bytes() == before
+
+
+def test_a_checkpoint_is_written_into_a_folder_not_made_yet(saved, tmp_path):
+    policy, _ = saved
+    written = save_policy(tmp_path / "a" / "b" / "p.ckpt", policy, {"n": 1})
+    assert written == tmp_path / "a" / "b" / "p.ckpt" and load_policy(written)[1] == {"n": 1}
+
+
+def test_a_checkpoint_over_the_size_limit_is_refused_and_one_at_it_read(saved, monkeypatch):
+    import gnplace.limits
+
+    _, path = saved
+    size = path.stat().st_size
+    monkeypatch.setattr(gnplace.limits, "MAX_FILE_BYTES", size - 1)
+    with pytest.raises(InvalidCheckpoint, match=rf"p.ckpt: {size} bytes is over the limit of {size - 1} for a "
+                                                r"checkpoint$"):
+        read_checkpoint(path)
+    monkeypatch.setattr(gnplace.limits, "MAX_FILE_BYTES", size)
+    assert read_checkpoint(path)["format"] == "gnplace-policy"
+
+
+def test_an_entry_named_like_data_pkl_is_not_a_torch_checkpoints(tmp_path):
+    path = tmp_path / "odd.ckpt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("mydata.pkl", "not weights")
+    with pytest.raises(InvalidCheckpoint, match=r"a zip archive, not a torch checkpoint \(it holds no data.pkl; 1 "
+                                                r"entries such as 'mydata.pkl'\)$"):
+        read_checkpoint(path)
+
+
+def test_a_policy_file_without_weights_is_incomplete(saved, tmp_path):
+    _, path = saved
+    bad = _edited(path, tmp_path, "no_weights.ckpt", lambda d: d.pop("state_dict"))
+    with pytest.raises(InvalidCheckpoint, match=r"an incomplete gnplace policy checkpoint \(no feature list or "
+                                                r"weights\)$"):
+        load_policy(bad)
+
+
+@pytest.mark.parametrize("shape, message", [
+    (None, "the policy's shape is missing"), ([16, 2, 8], "the policy's shape is missing"),
+])
+def test_a_policy_file_without_its_shape_is_refused(saved, tmp_path, shape, message):
+    _, path = saved
+    bad = _edited(path, tmp_path, "no_shape.ckpt", lambda d: d.__setitem__("policy", shape))
+    with pytest.raises(InvalidCheckpoint, match=rf"no_shape.ckpt: {message}$"):
+        load_policy(bad)
+
+
+def test_a_policy_files_meta_that_is_no_mapping_reads_as_none(saved, tmp_path):
+    _, path = saved
+    assert load_policy(_edited(path, tmp_path, "meta.ckpt", lambda d: d.__setitem__("meta", [1, 2])))[1] == {}
+
+
+def test_a_training_checkpoints_meta_says_how_the_run_was_trained(saved, tmp_path):
+    """The iteration, the learner's hyperparameters (those that are no shape skipped for the network) and the
+    problem's settings; a pretraining run's own recorded config instead where its exporter kept one."""
+    policy, _ = saved
+    weights = {f"policy.{k}": v for k, v in policy.state_dict().items()}
+    hyper = {"hidden": 16, "layers": 2, "head": 8, "lr": 0.001, "prior": 2.0}
+    data = {"state_dict": weights, "gnplace": {"iteration": 7}, "hyper_parameters": hyper,
+            "gnplace_run": {"settings": {"modules": 1, "anchor": True}}}
+    torch.save(data, tmp_path / "search.ckpt")
+    loaded, meta = load_policy(tmp_path / "search.ckpt")
+    assert loaded.config == policy.config
+    assert meta == {"source": "training checkpoint", "iteration": 7,
+                    "config": {"learner": hyper, "data": {"modules": False, "anchored": True}}}
+    data["callbacks"] = {"Other": {"x": 1}, "ExportPolicy": {"config": {"learner": {"prior": 3.0}}, "elapsed": 1.0}}
+    torch.save(data, tmp_path / "pretrain.ckpt")
+    assert load_policy(tmp_path / "pretrain.ckpt")[1]["config"] == {"learner": {"prior": 3.0}}
+
+
+def test_a_training_checkpoints_empty_feature_list_is_not_this_gnplaces(saved, tmp_path):
+    policy, _ = saved
+    weights = {f"policy.{k}": v for k, v in policy.state_dict().items()}
+    torch.save({"state_dict": weights, "gnplace": {"features": {}}, "hyper_parameters": {
+        "hidden": 16, "layers": 2, "head": 8}}, tmp_path / "last.ckpt")
+    with pytest.raises(InvalidCheckpoint, match="made for other policy features"):
+        load_policy(tmp_path / "last.ckpt")
+
+
+def test_three_missing_weights_are_named_without_a_count_and_only_the_first_shape(saved, tmp_path):
+    _, path = saved
+    names = list(torch.load(path, weights_only=True)["state_dict"])
+    bad = _edited(path, tmp_path, "three.ckpt", lambda d: [d["state_dict"].pop(name) for name in names[:3]])
+    with pytest.raises(InvalidCheckpoint, match=rf"\(missing {names[0]}, {names[1]}, {names[2]}\)$"):
+        load_policy(bad)
+    shapes = {name: list(tensor.shape) for name, tensor in torch.load(path, weights_only=True)["state_dict"].items()}
+    bad = _edited(path, tmp_path, "shapes.ckpt", lambda d: d["state_dict"].update(
+        {name: torch.zeros(7) for name in names[:2]}))
+    with pytest.raises(InvalidCheckpoint, match=rf"\({names[0]} has shape \[7\], the policy needs "
+                                                rf"\[{', '.join(map(str, shapes[names[0]]))}\]\)$"):
+        load_policy(bad)
+
+
+def test_a_scalar_weight_saved_as_one_element_loads(saved, tmp_path):
+    """torch loads a (1,) tensor into a 0-dim parameter (older checkpoints' log_alpha): no shape mismatch."""
+    _, path = saved
+    bad = _edited(path, tmp_path, "alpha1.ckpt", lambda d: d["state_dict"].__setitem__(
+        "log_alpha", torch.tensor([0.25])))
+    assert float(load_policy(bad)[0].log_alpha.detach()) == 0.25
+
+
+def test_resumed_weights_of_another_dtype_are_refused_and_other_modules_weights_ignored(saved, tmp_path):
+    policy, _ = saved
+    weights = {f"policy.{k}": v.clone() for k, v in policy.state_dict().items()}
+    ckpt.check_training_weights(tmp_path / "last.ckpt", {**weights, "value.weight": torch.zeros(1)}, policy.config,
+                                "the config's policy")
+    name = next(k for k, v in weights.items() if v.dim() == 2)
+    shape = tuple(weights[name].shape)
+    with pytest.raises(InvalidCheckpoint, match=rf"\({name} is \({shape[0]}, {shape[1]}\) torch.float64, expected "
+                                                rf"\({shape[0]}, {shape[1]}\) torch.float32\); cannot resume"):
+        ckpt.check_training_weights(tmp_path / "last.ckpt", {**weights, name: weights[name].double()},
+                                    policy.config, "the config's policy")
