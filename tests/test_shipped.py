@@ -159,3 +159,29 @@ def test_the_declared_floors_are_releases_the_code_runs_with():
     low = {name: (declared.get(name.lower()), floor) for name, floor in NEEDED_FLOORS.items()
            if Version(declared.get(name.lower(), "0")) < Version(floor)}
     assert not low, f"pyproject.toml's floors below the releases the code needs (declared, needed): {low}"
+
+
+def test_the_shipped_files_are_each_tops_checkpoints_card_and_config(tmp_path, monkeypatch):
+    """``place -o`` refuses to write over any of them: the wheel's copies first, then the checkout's, that exist."""
+    packaged, checkout = tmp_path / "pkg", tmp_path / "top"
+    for relative in ("checkpoints/c.ckpt", "checkpoints/a.ckpt", "checkpoints/e.ckpt", "checkpoints/b.ckpt",
+                     "checkpoints/README.md", "checkpoints/notes.txt", "configs/pretrain.yaml", "configs/constructor.yaml"):
+        (packaged / relative).parent.mkdir(parents=True, exist_ok=True)
+        (packaged / relative).write_text("x")
+    (checkout / "checkpoints" / "c.ckpt").mkdir(parents=True)  # a folder: no file
+    (checkout / "checkpoints" / "d.ckpt").write_text("x")
+    monkeypatch.setattr(shipped, "PACKAGED", packaged)
+    monkeypatch.setattr(shipped, "CHECKOUT", checkout)
+    assert shipped.shipped_files() == [*(packaged / "checkpoints" / f"{name}.ckpt" for name in "abce"),
+                                       packaged / "checkpoints" / "README.md", packaged / "configs" / "pretrain.yaml",
+                                       checkout / "checkpoints" / "d.ckpt"]
+    (packaged / "checkpoints" / "d.ckpt").mkdir()  # a folder of the name is no packaged copy
+    assert shipped.shipped_path("checkpoints/d.ckpt") == checkout / "checkpoints" / "d.ckpt"
+
+
+def test_the_checkout_and_the_wheels_folder_do_not_depend_on_the_working_directory(tmp_path):
+    """setup.py copies the shipped files into the build's ``gnplace/_shipped``; the checkout is the package's parent."""
+    code = "import gnplace.shipped as s; print(s.CHECKOUT); print(s.PACKAGED)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.split() == [str(ROOT), str(ROOT / "gnplace" / "_shipped")], done.stderr[-2000:]
