@@ -158,8 +158,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InvalidCheckpoint(f"{path}: not a readable checkpoint (truncated, corrupt or unsafe: not a zip archive; "
                                 "gnplace reads torch's zip format, whose CRC-32 it checks)")
     if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in entries):
-        raise InvalidCheckpoint(f"{path}: a zip archive, not a torch checkpoint (it holds no data.pkl; "
-                                f"{len(entries)} entries such as {entries[0] if entries else 'none'!r})")
+        held = f"{len(entries)} entries such as {entries[0]!r}" if entries else "no entries at all"
+        raise InvalidCheckpoint(f"{path}: a zip archive, not a torch checkpoint (it holds no data.pkl; {held})")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)

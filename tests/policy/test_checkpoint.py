@@ -636,3 +636,12 @@ def test_resumed_weights_of_another_dtype_are_refused_and_other_modules_weights_
                                                 rf"\({shape[0]}, {shape[1]}\) torch.float32\); cannot resume"):
         ckpt.check_training_weights(tmp_path / "last.ckpt", {**weights, name: weights[name].double()},
                                     policy.config, "the config's policy")
+
+
+def test_an_empty_zip_archive_is_named_as_one(tmp_path):
+    """Its message was "0 entries such as 'none'", as though an entry were named none."""
+    path = tmp_path / "empty.ckpt"
+    zipfile.ZipFile(path, "w").close()
+    with pytest.raises(InvalidCheckpoint, match=r"empty.ckpt: a zip archive, not a torch checkpoint \(it holds no "
+                                                r"data.pkl; no entries at all\)$"):
+        read_checkpoint(path)
