@@ -432,9 +432,12 @@ def regular_target(path: Path) -> Path:
     """The file a write to ``path`` replaces: the target of a symbolic link, written through, not replaced.
 
     Raises:
-        OSError: if ``path`` is a device, pipe or socket (a rename over it would replace it by a file).
+        OSError: if ``path`` is a folder (EISDIR), or a device, pipe or socket (a rename over it would replace it
+            by a file).
     """
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.is_dir():  # (said "not a regular file (a device, pipe or socket)" of a folder)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
     if target.exists() and not target.is_file():
         raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket)", os.fspath(path))
     return target

@@ -645,3 +645,12 @@ def test_an_empty_zip_archive_is_named_as_one(tmp_path):
     with pytest.raises(InvalidCheckpoint, match=r"empty.ckpt: a zip archive, not a torch checkpoint \(it holds no "
                                                 r"data.pkl; no entries at all\)$"):
         read_checkpoint(path)
+
+
+def test_saving_over_a_folder_says_it_is_a_folder(tmp_path):
+    """It said "not a regular file (a device, pipe or socket)" of a folder; the folder and what it holds stay."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "kept.txt").write_text("kept")
+    with pytest.raises(IsADirectoryError, match=r"Is a directory: '.*run'"):
+        ckpt.atomic_torch_save({"x": torch.zeros(1)}, tmp_path / "run")
+    assert (tmp_path / "run" / "kept.txt").read_text() == "kept"
