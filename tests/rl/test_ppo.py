@@ -218,3 +218,27 @@ def test_no_shipped_pretraining_config_adapts_beta_down_to_its_floor():
         learner = config.get("learner", {})
         adapted = config["schedule"]["iterations"] - learner.get("imitation_steps", 0)
         assert learner.get("beta", 1.0) * 2.0**-adapted > BETA_FLOOR, path
+
+
+def test_the_baseline_is_the_mean_of_skewed_rewards():
+    """``A = (R - mean R) / std R`` by hand on skewed rewards, where the mean (2) is not the median (1)."""
+    std = math.sqrt(((0 - 2) ** 2 + (1 - 2) ** 2 + (5 - 2) ** 2) / 3)  # population std: sqrt(14 / 3)
+    assert normalise_advantages(np.array([0.0, 1.0, 5.0])).tolist() == pytest.approx([-2 / std, -1 / std, 3 / std],
+                                                                                     rel=1e-6)
+
+
+def test_the_clip_never_raises_the_objective_of_a_move_it_penalises():
+    """The min of the clipped and unclipped surrogate is pessimistic: a ratio that went the wrong way is not clipped.
+
+    Two episodes, one decision: A = +1 with ratio 0.5 (the good action got less likely) and A = -1 with ratio
+    1.5 (the bad one got more likely). Both ratios leave [0.8, 1.2], but neither is clipped in the loss:
+    min(0.5 * 1, 0.8 * 1) = 0.5 and min(1.5 * -1, 1.2 * -1) = -1.5, so the loss is -(0.5 - 1.5) / 2 = 0.5
+    (clipping both would give -(0.8 - 1.2) / 2 = 0.2).
+    """
+    old = torch.log(torch.tensor([[[0.5, 0.5]], [[0.5, 0.5]]]))
+    new = torch.log(torch.tensor([[[0.25, 0.75]], [[0.75, 0.25]]]))  # ratios of action 0: 0.5, then 1.5
+    loss, stats = ppo_loss(new, old, torch.tensor([[0], [0]]), torch.tensor([1.0, -1.0]),
+                           torch.ones(2, 1, 2, dtype=torch.bool), clip=0.2, beta=0.0, entropy=0.0)
+    assert float(loss) == pytest.approx(0.5, rel=1e-6)
+    assert stats["losses/policy"] == pytest.approx(0.5, rel=1e-6)
+    assert stats["losses/clipfrac"] == 1.0  # CleanRL's clipfrac: the ratio left the band, active in the loss or not
