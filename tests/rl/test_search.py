@@ -768,3 +768,131 @@ def test_a_learner_setting_out_of_range_names_the_placer_it_was_given_to(name):
     with pytest.raises(InvalidArgument, match=r"^\w+SearchPlacer: need samples >= 2, got 1$|^FineTunePlacer: need "
                                               r"samples >= 2, got 1$"):
         make_placer(name, budget=100, samples=1)
+
+
+def _scripted_annealing(monkeypatch, *chains):
+    """Replace the prelude's and the polish's annealing chains by ``chains``, run in order: each takes the placer and
+    the start's devices and gives ``(trace, devices)``, the chain's ``(evaluations, overflow, step)`` best-so-far trace
+    and its placement. A chain on the search's counted timer spends its whole budget. Returns the budgets asked for."""
+    from gnplace.placement import GraphKey, Placement
+    from gnplace.placers import annealing
+    from gnplace.sim.timer import BudgetedTimer
+
+    budgets = []
+
+    def place(self, graph, cluster, *, seed=None):
+        trace, devices = chains[len(budgets)](self, self.start.place(graph, cluster).devices)
+        budgets.append(self.budget)
+        if isinstance(self.timer, BudgetedTimer):
+            self.timer.evaluations += self.budget
+        self.last_trace = trace
+        return Placement(np.asarray(devices, dtype=np.int64), cluster, GraphKey.of(graph))
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "place", place)
+    return budgets
+
+
+def test_the_polish_counts_its_evaluations_after_the_search_and_keeps_a_tie_to_the_searchs_best(monkeypatch):
+    """Budget 8, polish 0.75, no prelude, no imitation: int(8 * 0.75) = 6 for the polish, and the policy's
+    8 - 1 (reference) - 6 - 1 (greedy check) = 0 makes no batch, so the polish anneals 8 - 1 = 7 evaluations from
+    the reference. Its trace's evaluations count from the search's 1: an improvement at its 3rd is the 4th."""
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    for faster in (True, False):
+        placer = PPOSearchPlacer(budget=8, polish=0.75, prelude=0.0, imitation_steps=0)
+        starts = []
+
+        def chain(annealer, start, placer=placer, faster=faster, starts=starts):
+            starts.append(start)
+            ref = placer.last_reference_step  # the chain starts at the reference, timed at 1
+            return [(1, 0, ref)] + ([(3, 0, ref / 2)] if faster else []), 1 - start  # another placement
+
+        budgets = _scripted_annealing(monkeypatch, chain)
+        placed, ref = placer.place(g, c, seed=0), placer.last_reference_step
+        assert budgets == [7] and placer.last_polish_evaluations == 7 and placer.last_evaluations == 8
+        if faster:
+            assert placer.last_history == [(1, ref), (4, ref / 2)]  # not (3, ...), and the start's tie left out
+            assert placer.last_step == ref / 2 and placed.devices.tolist() == (1 - starts[0]).tolist()
+        else:  # the polish found nothing faster: the search's best stands, not the chain's equal placement
+            assert placer.last_history == [(1, ref)]
+            assert placer.last_step == ref and placed.devices.tolist() == starts[0].tolist()
+
+
+def test_a_prelude_of_one_evaluation_runs_and_an_overflowing_result_does_not_replace_a_fitting_reference(monkeypatch):
+    """Budget 4, prelude 0.25: int(4 * 0.25) = 1 evaluation of annealing first. It ends on a placement twice as
+    fast that overflows, which cannot replace the fitting reference; the policy's 4 - 1 - 1 - 2 = 0 makes no batch,
+    and the polish anneals the 4 - 2 = 2 evaluations left from the reference."""
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    placer = PPOSearchPlacer(budget=4, prelude=0.25)
+    starts = []
+
+    def prelude(annealer, start):
+        starts.append(start)
+        return [(1, 1, placer.last_reference_step / 2)], 1 - start  # faster, but overflowing a device
+
+    def polish(annealer, start):
+        starts.append(start)
+        return [(1, 0, placer.last_reference_step)], start  # nothing faster
+
+    budgets = _scripted_annealing(monkeypatch, prelude, polish)
+    placed, ref = placer.place(g, c, seed=0), placer.last_reference_step
+    assert budgets == [1, 2] and placer.last_evaluations == 4 and placer.last_polish_evaluations == 2
+    assert starts[1].tolist() == starts[0].tolist() == placed.devices.tolist()  # the reference, throughout
+    assert placer.last_step == ref and placer.last_history == [(1, ref), (2, ref)]
+
+
+def test_a_batch_left_short_by_the_budget_is_smaller_and_training_keeps_the_polish_and_greedy_check(monkeypatch):
+    """Budget 40, polish 0.25, no prelude: the polish keeps int(40 * 0.25) = 10, and 40 - 1 (reference) - 10 - 2
+    (greedy checks after imitation and at the end) = 27 for the policy, under the 32 samples asked for: one batch of
+    27. Training stops once fewer than 27 + 10 + 1 = 38 evaluations are left (a batch, the polish, a greedy check)."""
+    import gnplace.callbacks
+    import gnplace.train
+
+    seen = {}
+
+    class Learner(gnplace.train.PlacementLearner):
+        def __init__(self, config, timer):
+            seen["samples"] = config.samples
+            super().__init__(config, timer)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_budget(timer, keep, spent):
+        seen["keep"] = keep
+        raise Stop  # the count is what this test checks: no need to train
+
+    monkeypatch.setattr(gnplace.train, "PlacementLearner", Learner)
+    monkeypatch.setattr(gnplace.callbacks, "StopAtBudget", stop_at_budget)
+    with pytest.raises(Stop):
+        PPOSearchPlacer(budget=40, polish=0.25, prelude=0.0, samples=32, hidden=8, layers=1).place(
+            mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2"), seed=0)
+    assert seen == {"samples": 27, "keep": 38}
+
+
+def test_a_polish_and_prelude_that_fill_the_budget_are_refused():
+    """Their shares must sum to less than 1: at 1 nothing is left for the reference and the policy."""
+    with pytest.raises(InvalidArgument, match="sum to less than 1"):
+        PPOSearchPlacer(polish=0.5, prelude=0.5)
+    assert PPOSearchPlacer(polish=0.5, prelude=0.25).polish == 0.5
+
+
+def test_a_step_of_no_work_spends_only_the_reference_timing():
+    """Nothing is faster than 0 s: the search stops at the reference, one evaluation."""
+    from gnplace.toy import toy_cluster
+
+    placer = PPOSearchPlacer(budget=50)
+    placer.place(OpGraph(["a", "b"], [(0, 1)]), toy_cluster(2, launch_overhead=0), seed=0)
+    assert placer.last_evaluations == 1 and placer.last_history == [(1, 0.0)] and placer.last_step == 0.0
+
+
+def test_the_budget_a_too_short_fine_tuning_says_it_needed_is_enough_for_its_zero_shot_candidates():
+    """``last_zero_shot_budget_needed`` is a budget that fits them: at exactly that budget they are timed."""
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    short = FineTunePlacer(budget=50, samples=8, epochs=1)
+    short.place(g, c, seed=0)
+    needed = short.last_zero_shot_budget_needed
+    assert short.last_zero_shot_step is None and needed is not None and needed > 50
+    exact = FineTunePlacer(budget=needed, samples=8, epochs=1)
+    exact.place(g, c, seed=0)
+    assert exact.last_zero_shot_step is not None and exact.last_zero_shot_budget_needed is None
+    assert exact.last_evaluations <= needed
