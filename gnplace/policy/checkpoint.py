@@ -158,7 +158,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InvalidCheckpoint(f"{path}: not a readable checkpoint (truncated, corrupt or unsafe: not a zip archive; "
                                 "gnplace reads torch's zip format, whose CRC-32 it checks)")
     if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in entries):
-        held = f"{len(entries)} entries such as {entries[0]!r}" if entries else "no entries at all"
+        held = f"{len(entries)} {'entry' if len(entries) == 1 else 'entries such as'} {entries[0]!r}" if entries \
+            else "no entries at all"
         raise InvalidCheckpoint(f"{path}: a zip archive, not a torch checkpoint (it holds no data.pkl; {held})")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
