@@ -805,7 +805,7 @@ class FineTunePlacer(PPOSearchPlacer):
     Placeto's and GiPH's point: a policy pretrained on a family should be a better start than a fresh
     one, so a search from it needs fewer evaluations (the README measures how far the shipped
     checkpoint is from that). The checkpoint's own zero-shot placement is timed first (``zero_shot``,
-    on by default; counted: 56 evaluations on two devices, 58 on four and 74 on eight, ``auto``'s own timings of
+    on by default; counted: 53 evaluations on two devices, 57 on four and 75 on eight, ``auto``'s own timings of
     its candidates among them, 18 on up to five devices; more where memory repairs run) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. It is drawn
     under the caller's seed: the placement ``policy`` (:class:`~gnplace.rl.zeroshot.PolicyPlacer`)
