@@ -9,6 +9,7 @@ version, :func:`pretraining` reads how it was trained from its meta, and :func:`
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import os
@@ -45,6 +46,9 @@ def _load(path: str, stamp: tuple[int, int]) -> tuple[Any, dict[str, Any]]:
 def cached_policy(path: str | os.PathLike[str], mode: str | None = None) -> tuple[Any, dict[str, Any]]:
     """The policy in ``path`` and its meta, loaded once per file version (size and mtime).
 
+    The policy is the cache's own (every caller decodes with the one module: train a copy, not it); the meta is
+    each caller's copy, so a caller changing it changes no other caller's.
+
     ``mode`` (``"construct"`` or ``"refine"``; default: either) is the MDP the caller runs the policy in:
     a policy trained in the other one read other dynamic features, of the same width, in its weights.
 
@@ -64,7 +68,7 @@ def cached_policy(path: str | os.PathLike[str], mode: str | None = None) -> tupl
     if mode is not None and trained != mode:
         raise InvalidCheckpoint(f"{path}: a policy trained with mode={trained}, whose dynamic features are not "
                                 f"those of mode={mode}; use a checkpoint trained with mode={mode}")
-    return policy, meta
+    return policy, copy.deepcopy(meta)
 
 
 def pretraining(meta: dict[str, Any]) -> dict[str, Any]:

@@ -141,3 +141,12 @@ def test_a_constructor_sequence_of_other_things_is_refused():
 ])
 def test_pretraining_takes_only_a_finite_positive_prior_and_true_flags(meta, expected):
     assert pretraining(meta) == expected
+
+
+def test_each_caller_gets_its_own_copy_of_the_meta():
+    """The meta was the cache's own dict: ``placer.meta["config"]["x"] = 1`` changed every later caller's meta."""
+    policy, meta = cached_policy(SHIPPED_CHECKPOINT)
+    meta["config"]["learner"]["mode"] = "refine"
+    meta["added"] = 1
+    again, fresh = cached_policy(SHIPPED_CHECKPOINT, mode="construct")  # read the cache's meta, not the edit
+    assert again is policy and "added" not in fresh and pretraining(fresh)["mode"] == "construct"
