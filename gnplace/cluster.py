@@ -572,9 +572,13 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
 #: The fields of a :class:`Device` that hold a number (FLOP/s, bytes/s, bytes, fractions, seconds).
 _NUMBER_FIELDS = tuple(_DEVICE_PARSERS)
 
+#: The defaults of the fields of :data:`_NUMBER_FIELDS` that have one (efficiencies, overheads).
+_NUMBER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Device)
+                    if f.name in _NUMBER_FIELDS and f.default is not dataclasses.MISSING}
+
 
 def _check_device(dev: Device, cluster: str) -> None:
-    """Refuse a device outside the limits a cluster file's device is held to (the YAML reader checks each field).
+    """Refuse a device outside the limits a cluster file's device is held to (:func:`_device_limit`, the file reader's).
 
     Args:
         dev (Device): the device, made in Python or read from a file.
@@ -600,26 +604,47 @@ def _check_device(dev: Device, cluster: str) -> None:
         if isinstance(value, int) and abs(value) > sys.float_info.max:  # 10**400: an OverflowError below
             raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} of {len(str(abs(value)))} "
                                  "digits, past a float's range")
+    problem = _device_limit({field: getattr(dev, field) for field in _NUMBER_FIELDS})
+    if problem is not None:
+        raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r}: {problem[0]} {problem[1]}")
+
+
+def _device_limit(values: Mapping[str, float]) -> tuple[str, str] | None:
+    """The first field of a device's numbers outside the limits a device is held to, and why; None if none is.
+
+    The one rule a cluster file's device (``_devices``, naming its key) and a :class:`Device` made in Python
+    (:func:`_check_device`, naming its cluster) are held to: rates (FLOP/s, bytes/s) and memory (bytes) positive
+    and finite, memory at most ``MAX_COUNT`` bytes, efficiencies in (0, 1], rates reached of at least ``MIN_RATE``,
+    overheads (seconds) finite, >= 0 and at most ``MAX_SECONDS``.
+
+    Args:
+        values (Mapping[str, float]): every field of :data:`_NUMBER_FIELDS`, a real number each.
+
+    Examples:
+        >>> _device_limit({**DEVICE_KINDS["k80"], "mem_efficiency": 0.0})
+        ('mem_efficiency', 'must be in (0, 1], got 0.0')
+    """
+    values = {field: float(value) for field, value in {**_NUMBER_DEFAULTS, **values}.items()}  # np.float64(...) shown
     for field in ("peak_flops", "mem_bandwidth", "memory"):  # an infinite one gave NaN policy features
-        if not 0 < getattr(dev, field) < np.inf:
-            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                 "it must be positive and finite")
-    if dev.memory > MAX_COUNT:
-        raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has memory {dev.memory:.4g} bytes; "
-                             "it must be at most 2**62")
+        if not 0 < values[field] < np.inf:
+            return field, f"must be positive and finite, got {values[field]!r}"
+    if values["memory"] > MAX_COUNT:
+        return "memory", f"{values['memory']:.4g} bytes is over the limit of 2**62"
     for field in ("flops_efficiency", "mem_efficiency"):  # 0 would make op times infinite, NaN or negative
-        if not 0 < getattr(dev, field) <= 1:
-            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                 "it must be in (0, 1]")
-    reached_mem = dev.mem_bandwidth * dev.mem_efficiency  # slower, op times overflow float64 within the graph limits
-    for field, reached, unit in (("peak_flops", dev.effective_flops, "FLOP/s"), ("mem_bandwidth", reached_mem, "B/s")):
+        if not 0 < values[field] <= 1:
+            return field, f"must be in (0, 1], got {values[field]!r}"
+    # slower, op times overflow float64 within the graph limits
+    for rate, efficiency, unit in (("peak_flops", "flops_efficiency", "FLOP/s"),
+                                   ("mem_bandwidth", "mem_efficiency", "B/s")):
+        reached = values[rate] * values[efficiency]
         if reached < MIN_RATE:
-            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}, "
-                                 f"which reaches {reached:.3g} {unit}, under the limit of {MIN_RATE:g}")
+            return rate, f"{values[rate]!r} reaches {reached:.3g} {unit}, under the limit of {MIN_RATE:g}"
     for field in ("launch_overhead", "message_cpu"):  # a negative one would end ops before they start
-        if not 0 <= getattr(dev, field) <= MAX_SECONDS:
-            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                 f"it must be finite and >= 0, at most {MAX_SECONDS:.3g} seconds")
+        if not values[field] >= 0:
+            return field, f"must be >= 0, got {values[field]!r}"
+        if values[field] > MAX_SECONDS:
+            return field, f"{values[field]:.3g} seconds is over the limit of {MAX_SECONDS:.3g}"
+    return None
 
 
 #: The fields of a :class:`Device` that its op times depend on: devices of one kind must agree on them.
@@ -686,24 +711,9 @@ def _devices(entries: Any, source: str) -> list[Device]:
                 raise InvalidCluster(
                     f"{where}: missing key {key!r} (give it, or a known kind: {', '.join(DEVICE_KINDS)})"
                 )
-            if not spec[key] > 0:
-                raise InvalidCluster(f"{where}.{key}: must be positive, got {spec[key]}")
-        if spec["memory"] > MAX_COUNT:
-            raise InvalidCluster(f"{where}.memory: {spec['memory']:.4g} bytes is over the limit of 2**62")
-        for key in ("flops_efficiency", "mem_efficiency"):
-            if key in spec and not 0 < spec[key] <= 1:
-                raise InvalidCluster(f"{where}.{key}: must be in (0, 1], got {spec[key]}")
-        defaults = {f.name: f.default for f in dataclasses.fields(Device) if f.default is not dataclasses.MISSING}
-        rates = (("peak_flops", "flops_efficiency", "FLOP/s"), ("mem_bandwidth", "mem_efficiency", "B/s"))
-        for rate, efficiency, unit in rates:
-            reached = spec[rate] * spec.get(efficiency, defaults[efficiency])
-            if reached < MIN_RATE:
-                raise InvalidCluster(f"{where}.{rate}: reaches {reached:.3g} {unit}, under the limit of {MIN_RATE:g}")
-        for key in ("launch_overhead", "message_cpu"):
-            if not spec.get(key, 0) >= 0:
-                raise InvalidCluster(f"{where}.{key}: must be >= 0, got {spec[key]}")
-            if spec.get(key, 0) > MAX_SECONDS:
-                raise InvalidCluster(f"{where}.{key}: {spec[key]:.3g} seconds is over the limit of {MAX_SECONDS:.3g}")
+        problem = _device_limit(spec)
+        if problem is not None:
+            raise InvalidCluster(f"{where}.{problem[0]}: {problem[1]}")
         count = entry.get("count", None)
         if count is not None and (not is_whole(count) or count < 1):  # a numpy integer is whole too, a bool is not
             raise InvalidCluster(f"{where}.count: must be a positive integer, got {count!r}")

@@ -223,9 +223,9 @@ def _dev(name: str) -> Device:
         ([_dev("a"), _dev("b")], np.full((2, 2), 1e9), [[0, np.inf], [0, 0]], r"every link needs a finite latency >= 0"),
         ([_dev("a"), _dev("b")], [[1, np.inf], [1, 1]], np.zeros((2, 2)), r"every link needs a positive, finite band"),
         ([_dev("a"), dataclasses.replace(_dev("b"), memory=np.inf)], np.ones((2, 2)), np.zeros((2, 2)),
-         r"device 'b' has memory inf; it must be positive and finite"),
+         r"^cluster 'c': device 'b': memory must be positive and finite, got inf$"),
         ([dataclasses.replace(_dev("a"), peak_flops=np.inf), _dev("b")], np.ones((2, 2)), np.zeros((2, 2)),
-         r"device 'a' has peak_flops inf; it must be positive and finite"),
+         r"^cluster 'c': device 'a': peak_flops must be positive and finite, got inf$"),
     ],
 )
 def test_cluster_constructor_validation(devices, bandwidth, latency, match):
@@ -357,8 +357,8 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         ("devices: [{name: g, kind: tpu}]\n" + GOOD_LINKS, "devices[0].kind", r"unknown device kind 'tpu' \(known: k80, k40, titanx, p100, v100, cpu; or give every field\)"),
         ("devices: [{name: g, kind: k80}, {name: h, kind: a100}]\n" + GOOD_LINKS, "devices[1].kind", r"unknown device kind 'a100'"),
         ("devices: [{name: g, peak_flops: 1e12, memory: 1e9}]\n" + GOOD_LINKS, "devices[0]", r"missing key 'mem_bandwidth' \(give it, or a known kind: "),
-        ("devices: [{name: g, kind: k80, memory: -1 GiB}]\n" + GOOD_LINKS, "devices[0].memory", r"must be positive, got -1073741824\.0"),
-        ("devices: [{name: g, kind: k80, memory: 0}]\n" + GOOD_LINKS, "devices[0].memory", r"must be positive, got 0\.0"),
+        ("devices: [{name: g, kind: k80, memory: -1 GiB}]\n" + GOOD_LINKS, "devices[0].memory", r"must be positive and finite, got -1073741824\.0"),
+        ("devices: [{name: g, kind: k80, memory: 0}]\n" + GOOD_LINKS, "devices[0].memory", r"must be positive and finite, got 0\.0"),
         ("devices: [{name: g, kind: k80, memory: 12 GB/s}]\n" + GOOD_LINKS, "devices[0].memory", r"expected a size such as '16 GiB', got '12 GB/s' \(unknown unit 'GB/s'\)"),
         ("devices: [{name: g, kind: k80, memory: lots}]\n" + GOOD_LINKS, "devices[0].memory", r"expected a size such as 16e9 or '16 GiB', got 'lots'"),
         ("devices: [{name: g, kind: k80, peak_flops: 3 TB}]\n" + GOOD_LINKS, "devices[0].peak_flops", r"expected a compute rate such as '2\.8 TFLOP/s', got '3 TB' \(unknown unit 'TB'\)$"),
@@ -395,8 +395,8 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         (GOOD_DEVICES + "links: {default: {bandwidth: 0 GB/s}}\n", "links.default.bandwidth", r"must be positive, got 0\.0"),
         (GOOD_DEVICES + "links: {default: {bandwidth: 1 GB/s, latency: -2 us}}\n", "links.default.latency", r"must be >= 0, got -2e-06"),
         (GOOD_DEVICES + "links: {default: {bandwidth: 1 B/s}}\n", "links.default.bandwidth", r"1 B/s is under the limit of 1000"),
-        ("devices: [{name: g, peak_flops: 1e-300, mem_bandwidth: 1e9, memory: 1e9}]\n" + GOOD_LINKS, "devices[0].peak_flops", r"reaches 5e-301 FLOP/s, under the limit of 1000"),
-        ("devices: [{name: g, kind: k80, mem_efficiency: 1e-12}]\n" + GOOD_LINKS, "devices[0].mem_bandwidth", r"reaches 0\.24 B/s, under the limit"),
+        ("devices: [{name: g, peak_flops: 1e-300, mem_bandwidth: 1e9, memory: 1e9}]\n" + GOOD_LINKS, "devices[0].peak_flops", r"1e-300 reaches 5e-301 FLOP/s, under the limit of 1000"),
+        ("devices: [{name: g, kind: k80, mem_efficiency: 1e-12}]\n" + GOOD_LINKS, "devices[0].mem_bandwidth", r"240000000000\.0 reaches 0\.24 B/s, under the limit"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: {devices: [gpu0]}}\n", "", r"links\.groups must be a list, got \{.devices.: \[.gpu0.\]\}$"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu9], link: nvlink2}]}\n", "links.groups[0].devices", r"unknown device 'gpu9' \(devices: gpu0, gpu1\)"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0], link: nvlink2}]}\n", "links.groups[0].devices", r"expected a list of at least two device names, got \['gpu0'\]"),
@@ -602,25 +602,28 @@ def test_a_device_made_in_python_with_no_memory_is_refused():
     # YAML refuses it per field; made in Python it gave nan overflows and bare AssertionErrors in the searches
     good = Device("gpu0", "k80", 2.8e12, 240e9, 12 * GiB)
     empty = Device("gpu1", "k80", 2.8e12, 240e9, 0.0)
-    with pytest.raises(InvalidCluster, match="device 'gpu1' has memory 0.0; it must be positive"):
+    with pytest.raises(InvalidCluster, match="^cluster 'cluster': device 'gpu1': memory must be positive and finite, got 0.0$"):
         Cluster([good, empty], np.full((2, 2), 1e10), np.zeros((2, 2)))
+    numpy_empty = dataclasses.replace(empty, memory=np.float64(0.0))  # shown as 0.0, not np.float64(0.0)
+    with pytest.raises(InvalidCluster, match="^cluster 'cluster': device 'gpu1': memory must be positive and finite, got 0.0$"):
+        Cluster([good, numpy_empty], np.full((2, 2), 1e10), np.zeros((2, 2)))
 
 
 @pytest.mark.parametrize(
     "field, value, problem",
     [
-        ("flops_efficiency", 0.0, "it must be in \\(0, 1\\]"),  # op times were inf (nan for ops of no FLOP)
-        ("mem_efficiency", -0.5, "it must be in \\(0, 1\\]"),  # negative op times
-        ("flops_efficiency", np.nan, "it must be in \\(0, 1\\]"),  # was reported as two devices that differ
-        ("mem_efficiency", 1.5, "it must be in \\(0, 1\\]"),  # a device faster than its own peak
-        ("launch_overhead", -1.0, "it must be finite and >= 0"),  # a step of 0 s with negative busy time
-        ("message_cpu", -1e-3, "it must be finite and >= 0"),
+        ("flops_efficiency", 0.0, "must be in \\(0, 1\\]"),  # op times were inf (nan for ops of no FLOP)
+        ("mem_efficiency", -0.5, "must be in \\(0, 1\\]"),  # negative op times
+        ("flops_efficiency", np.nan, "must be in \\(0, 1\\]"),  # was reported as two devices that differ
+        ("mem_efficiency", 1.5, "must be in \\(0, 1\\]"),  # a device faster than its own peak
+        ("launch_overhead", -1.0, "must be >= 0"),  # a step of 0 s with negative busy time
+        ("message_cpu", -1e-3, "must be >= 0"),
     ],
 )
 def test_a_device_made_in_python_with_a_bad_efficiency_or_overhead_is_refused(field, value, problem):
     # YAML refuses these per field; a Device made in Python reached the simulator with them
     bad = Device("gpu0", "custom", 2.8e12, 240e9, 12 * GiB, **{field: value})
-    with pytest.raises(InvalidCluster, match=f"device 'gpu0' has {field} {value!r}; {problem}"):
+    with pytest.raises(InvalidCluster, match=f"^cluster 'cluster': device 'gpu0': {field} {problem}, got {value!r}$"):
         Cluster([bad], np.ones((1, 1)), np.zeros((1, 1)))
 
 
@@ -642,7 +645,7 @@ def test_a_duration_past_the_limit_is_refused(tmp_path, text, key):
 
 def test_a_device_or_link_made_in_python_with_a_duration_past_the_limit_is_refused():
     slow = Device("gpu0", "custom", 2.8e12, 240e9, 12 * GiB, launch_overhead=1e308)
-    with pytest.raises(InvalidCluster, match="has launch_overhead 1e[+]308; it must be finite and >= 0, at most 4.61e"):
+    with pytest.raises(InvalidCluster, match="device 'gpu0': launch_overhead 1e[+]308 seconds is over the limit of 4.61e[+]15$"):
         Cluster([slow], np.ones((1, 1)), np.zeros((1, 1)))
     with pytest.raises(InvalidCluster, match="every link needs a finite latency >= 0, at most 4.61e"):
         Cluster([_dev("a"), _dev("b")], np.full((2, 2), 1e9), [[0, 1e308], [0, 0]])
@@ -673,17 +676,17 @@ def test_an_empty_cluster_name_is_named_as_empty_not_as_the_current_folder(spec)
 @pytest.mark.parametrize(
     "changes, match",
     [
-        (dict(peak_flops=1e-320), "has peak_flops 1e-320, which reaches 5e-321 FLOP/s, under the limit of 1000$"),
-        (dict(peak_flops=1500.0), "has peak_flops 1500.0, which reaches 750 FLOP/s, under the limit of 1000$"),
-        (dict(mem_bandwidth=1e-320), "has mem_bandwidth 1e-320, which reaches 7e-321 B/s, under the limit of 1000$"),
-        (dict(memory=2.0**63), "has memory 9.223e[+]18 bytes; it must be at most 2[*][*]62$"),
+        (dict(peak_flops=1e-320), "peak_flops 1e-320 reaches 5e-321 FLOP/s, under the limit of 1000$"),
+        (dict(peak_flops=1500.0), "peak_flops 1500.0 reaches 750 FLOP/s, under the limit of 1000$"),
+        (dict(mem_bandwidth=1e-320), "mem_bandwidth 1e-320 reaches 7e-321 B/s, under the limit of 1000$"),
+        (dict(memory=2.0**63), "memory 9.223e[+]18 bytes is over the limit of 2[*][*]62$"),
     ],
 )
 def test_a_device_made_in_python_past_a_limit_a_cluster_file_has_is_refused(changes, match):
     """A cluster file refuses a rate reached under MIN_RATE and memory over MAX_COUNT; so does the constructor."""
     good = Device("gpu0", "custom", 2.8e12, 240e9, 12 * GiB, flops_efficiency=0.5, mem_efficiency=0.7)
     bad = dataclasses.replace(good, **changes)
-    with pytest.raises(InvalidCluster, match="^cluster 'c': device 'gpu0' " + match) as info:
+    with pytest.raises(InvalidCluster, match="^cluster 'c': device 'gpu0': " + match) as info:
         Cluster([bad], np.ones((1, 1)), np.zeros((1, 1)), name="c")
     assert "\n" not in str(info.value)
 
