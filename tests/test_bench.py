@@ -63,6 +63,12 @@ def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, a
      "unknown cluster 'nosuch'"),
     (["apply", "--models", "gnplace.execute.examples:tiny", "gnplace.execute.examples:nosuch", "--rounds", "1",
       "--repeat", "1"], "has no callable 'nosuch'"),
+    # devices-place timed the placers before the unknown one; memory ran each command, recorded its status 2, exit 0
+    (["devices-place", "--ops", "50", "--devices", "2", "--placers", "heft", "nosuch", "--cache", "OUT"],
+     "--placers nosuch: unknown placer"),
+    (["memory", "--ops", "50", "--placers", "single", "nosuch", "--cache", "OUT"], "--placers nosuch: unknown placer"),
+    (["memory", "--ops", "50", "--clusters", "k80x2", "nosuch", "--placers", "single", "--cache", "OUT"],
+     "unknown cluster 'nosuch'"),
     (["device-map", "--families", "ptb", "--per-family", "0"], "--per-family must be at least 1 (models drawn"),
     (["device-map", "--families", "--real-models", "gpt3"], "unknown --real-models gpt3 (choose from: gpt2,"),
     (["device-map", "--families", "--real-models"], "no models: no --families and no --real-models"),

@@ -16,7 +16,7 @@ from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
 
-from .common import add_command, check_output_folder, large_graph, median_seconds
+from .common import add_command, check_clusters, check_output_folder, check_placers, large_graph, median_seconds
 
 
 def k80_cluster(num_devices: int) -> Cluster:
@@ -149,6 +149,7 @@ def bench_devices_place(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.placers.registry import make_placer
 
+    check_placers(args.placers)  # a later unknown one was met after the first ones were timed
     cache = check_output_folder(args.cache, "--cache")
     cache.mkdir(parents=True, exist_ok=True)
     graph, sim = large_graph(args.ops, cache), Simulator()
@@ -275,6 +276,9 @@ def peak_rss(command: list[str]) -> tuple[float, int]:
 
 def bench_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Peak RSS of ``gnplace simulate`` and ``gnplace place -p P``, each in its own process, on large cifar10 graphs."""
+    # an unknown name was each command's exit status 2, recorded in its row, and the benchmark exited 0
+    check_placers(args.placers)
+    check_clusters(args.clusters)
     cache = check_output_folder(args.cache, "--cache")
     cache.mkdir(parents=True, exist_ok=True)
     rows = []
