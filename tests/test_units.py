@@ -32,6 +32,9 @@ from gnplace.units import format_bytes, format_seconds, parse_bytes, parse_flops
         ("1e3 KB", 1e6),
         (".5 GB", 5e8),
         ("-1 GiB", -(2.0**30)),
+        ("+2 KiB", 2048.0),  # a sign either way, as Python's float reads it
+        ("16  GiB", 16 * 2.0**30),  # any space between number and unit
+        ("3\tMB", 3e6),
     ],
 )
 def test_parse_bytes(text, expected):
@@ -214,3 +217,11 @@ def test_format_rate_never_shows_a_link_as_zero_of_a_larger_unit(rate, text):
     assert format_rate(rate) == text
     if 0 < rate < math.inf:
         assert parse_rate(text) == pytest.approx(rate, rel=5e-3)  # as a cluster file writes it
+
+
+@pytest.mark.parametrize("seconds", [0.0, math.nan, math.inf, -math.inf])
+def test_seconds_unit_is_seconds_for_zero_and_a_value_that_is_no_number(seconds):
+    """As :func:`format_seconds` writes them ("0 s", "nan s"): NaN is not >= any unit's size, and fell to ns."""
+    from gnplace.units import seconds_unit
+
+    assert seconds_unit(seconds) == "s"
