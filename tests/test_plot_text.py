@@ -50,6 +50,24 @@ def test_labels_that_shorten_alike_are_numbered_each_its_own():
     assert len(set(fitted)) == 3 and all(plot_text.text_width(f, prop) <= pixels for f in fitted)
 
 
+def test_a_shortened_label_unlike_the_others_is_not_numbered():
+    """Only labels that shorten alike are numbered: one shortened label among others keeps its own text."""
+    prop = _prop()
+    pixels = plot_text.text_width("a" * 20, prop)
+    fitted = plot_text.fitted_labels(["a" * 30 + "x" + "b" * 30, "c"], pixels, prop)
+    assert fitted[0].startswith("aaa") and fitted[0].endswith("bbb") and "…" in fitted[0]
+    assert fitted[1] == "c"
+
+
+def test_a_text_keeps_the_most_characters_drawn_at_most_its_room_wide(monkeypatch):
+    """A text or cut exactly as wide as its room fits: "at most ``pixels`` wide" (10 pixels a character here)."""
+    monkeypatch.setattr(plot_text, "text_width", lambda text, prop: 10.0 * len(text))
+    assert plot_text.fitted("abcde", 50.0, None) == "abcde"
+    assert plot_text.fitted("abcdefghij", 50.0, None) == "ab…ij"
+    assert plot_text.fitted("abcdefghij", 80.0, None, prefix="#1 ", suffix="!") == "#1 a…ij"  # 3 + 4 + 1 characters
+    assert plot_text.fitted_labels(["abcdefghij", "abcdefghij"], 60.0, None) == ["#0 a…j", "#1 a…j"]
+
+
 def test_a_row_label_of_wide_characters_fits_its_room_with_its_suffix():
     import matplotlib
     from matplotlib.font_manager import FontProperties
@@ -199,3 +217,11 @@ def test_a_character_the_default_font_lacks_is_drawn_in_an_installed_font_that_h
     *default, fallback = title.get_fontfamily()
     assert default == list(matplotlib.rcParams["font.family"]) and fallback.startswith("STIX")
     assert ord("\u210a") in font_manager.get_font(font_manager.findfont(fallback)).get_charmap()
+
+
+def test_no_font_is_added_for_characters_no_installed_font_has(shipped_fonts):
+    """A font is added only for the characters it has: none of matplotlib's own fonts has CJK, so none is added for
+    them, and one STIX face for the script g (U+210A) DejaVu Sans lacks."""
+    assert plot_text._fallback_families(["模型_net"]) == []
+    (family,) = plot_text._fallback_families(["模型_net\u210a"])
+    assert family.startswith("STIX")
