@@ -1044,3 +1044,35 @@ def test_a_timeline_of_more_devices_than_its_tallest_figure_holds_labels_every_k
     assert [t.get_text() for t in labels[1:]] == [f"gpu{k}" for k in range(every, devices, every)]
     pitch = ax.transData.transform((0, 0))[1] - ax.transData.transform((0, 2 * every))[1]  # pixels
     assert pitch >= 1.2 * 10 * fig.dpi / 72 and (every == 1 or pitch * (every - 1) / every < 1.2 * 10 * fig.dpi / 72)
+
+
+def test_only_a_step_of_more_than_raster_above_ops_and_transfers_draws_its_bars_as_an_image(case, monkeypatch):
+    """``RASTER_ABOVE`` is the most ops and transfers drawn as vector bars: a step of exactly that many draws paths."""
+    import gnplace.viz as viz
+
+    g, result, _ = case
+    count = g.num_ops + result.timeline.num_transfers
+    for limit, raster in ((count, False), (count - 1, True)):
+        monkeypatch.setattr(viz, "RASTER_ABOVE", limit)
+        collections = viz._timeline_figure(g, result, None).axes[0].collections
+        assert collections and {c.get_rasterized() for c in collections} == {raster}
+
+
+def test_rows_exactly_as_tall_as_their_labels_are_each_labelled():
+    """The tallest timeline (540 inches, 539 of rows) gives 1,617 devices rows of 539 * 120 / 3,234 = 20 pixels, a
+    10-point label's line and a fifth (12 points at 120 dpi): every row labelled; a device more, every ops row; twice
+    as many, every second device."""
+    from types import SimpleNamespace
+
+    import gnplace.viz as viz
+
+    fig = SimpleNamespace(get_figheight=lambda: viz.TIMELINE_MAX_INCHES)
+    assert viz._row_label_step(fig, 1617) is None
+    assert viz._row_label_step(fig, 1618) == 1
+    assert viz._row_label_step(fig, 3235) == 2
+
+
+def test_an_image_suffix_in_capitals_is_written_in_its_format(tmp_path, case):
+    """The suffix is matched whatever its case: ``T.PNG`` is a PNG, as matplotlib writes it."""
+    g, result, _ = case
+    assert plot_timeline(g, result, tmp_path / "T.PNG").read_bytes().startswith(PNG_MAGIC)
