@@ -205,3 +205,11 @@ def test_two_graph_files_of_one_graph_name_are_two_graphs():
 def test_a_graph_of_no_family_is_summarised_under_a_dash():
     (line,) = summarise([Row(**{**row("g", "heft", 1.0).__dict__, "family": ""})])
     assert line["family"] == "-"
+
+
+def test_step_over_single_device_leaves_out_the_graphs_one_device_cannot_hold():
+    """A graph the single device overflows on has no single-device step to compare with: its run is left out."""
+    rows = [row("g1", "a", 2.0, single=4.0), row("g2", "a", 2.0, single=1.0)]
+    rows[1].single_oom = True
+    (line,) = summarise(rows)
+    assert line["vs_single"] == pytest.approx(0.5)  # g1's 2 / 4 alone, not the mean with g2's 2 / 1
