@@ -306,3 +306,17 @@ def test_a_line_of_no_work_at_all_reads_all_of_it_done():
     stream = io.StringIO()
     ProgressLine("evaluate", 0, "rows", stream=stream, clock=lambda: 0.0).update(0, force=True)
     assert stream.getvalue() == "evaluate: 0/0 rows (100%), 0:00 elapsed\n"
+
+
+def test_work_done_before_a_run_keeps_the_time_elapsed_since_the_run_began():
+    import io
+
+    now = [0.0]
+    out = io.StringIO()
+    line = ProgressLine("evaluate", 100, "rows", every_s=10, stream=out, clock=lambda: now[0])
+    line.update(0)
+    now[0] = 5.0
+    line.done_before(60)  # rows saved by an earlier run, found 5 s in
+    now[0] = 25.0
+    line.update(70)
+    assert out.getvalue().startswith("evaluate: 70/100 rows (70%), 0:25 elapsed")
