@@ -213,3 +213,11 @@ def test_step_over_single_device_leaves_out_the_graphs_one_device_cannot_hold():
     rows[1].single_oom = True
     (line,) = summarise(rows)
     assert line["vs_single"] == pytest.approx(0.5)  # g1's 2 / 4 alone, not the mean with g2's 2 / 1
+
+
+def test_a_name_with_a_byte_that_is_not_utf8_is_written_as_that_byte(tmp_path):
+    """A graph imported from ``caf\\xe9.onnx`` is named ``caf\\udce9``: its table cell holds the file name's byte."""
+    rows = [row("g1", "a", 1.0)]
+    rows[0].family = "caf\udce9"
+    data = write_markdown(summarise(rows), tmp_path / "r.md").read_bytes()
+    assert b"| caf\xe9 | c | a | 1 |" in data
