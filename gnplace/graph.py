@@ -27,6 +27,7 @@ from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
 from gnplace.readonly import ReadOnlyArrays, ReadOnlyDict
+from gnplace.units import counted
 
 __all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "exact_sum", "require_ops", "check_graph"]
 
@@ -343,7 +344,8 @@ class OpGraph(ReadOnlyArrays):
             raise InvalidGraph(f"graph {self.name!r}: node name {dup!r} is used twice")
         for field, entries in (("op_types", self.op_types), ("module", self.module), ("op_kinds", self.op_kinds)):
             if len(entries) != n:
-                raise InvalidGraph(f"graph {self.name!r}: field {field!r} has {len(entries)} entries, expected {n}")
+                has = counted(len(entries), "entry", "entries")
+                raise InvalidGraph(f"graph {self.name!r}: field {field!r} has {has}, expected {n}")
         known = set(KIND_VOCABULARY)
         for i, kind in enumerate(self.op_kinds):
             if kind not in known:

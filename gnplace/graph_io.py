@@ -57,6 +57,7 @@ from gnplace.limits import (
     read_file,
 )
 from gnplace.opkinds import canonical_kind
+from gnplace.units import counted
 
 __all__ = [
     "save_graph", "graph_file_bytes", "load_graph", "graph_to_dict", "graph_from_dict", "to_networkx", "from_networkx",
@@ -108,9 +109,9 @@ def _column(container: dict[str, Any], key: str, kind: str, length: int | None, 
     if not isinstance(value, list):
         raise InvalidGraph(f"field {key!r} must be a list, found {type(value).__name__}")
     if len(value) > limit:
-        raise InvalidGraph(f"field {key!r} has {len(value)} entries, over the limit of {limit}")
+        raise InvalidGraph(f"field {key!r} has {counted(len(value), 'entry', 'entries')}, over the limit of {limit}")
     if length is not None and len(value) != length:
-        raise InvalidGraph(f"field {key!r} has {len(value)} entries, expected {length}")
+        raise InvalidGraph(f"field {key!r} has {counted(len(value), 'entry', 'entries')}, expected {length}")
     if _plainly_valid(value, kind):  # else the checks below, item by item, name the first bad one
         return value
     if kind == "str":

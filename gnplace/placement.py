@@ -39,6 +39,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph, check_graph
 from gnplace.readonly import ReadOnlyArrays
+from gnplace.units import counted
 
 if TYPE_CHECKING:
     from gnplace.sim.simulator import SimMode
@@ -174,8 +175,9 @@ class Placement(ReadOnlyArrays):
         though it has as many ops.
         """
         if self.devices.shape != (graph.num_ops,):
-            got = f"{self.devices.shape[0]} entries" if self.devices.ndim == 1 else f"shape {self.devices.shape}"
-            raise InvalidPlacement(f"placement has {got}, graph {graph.name!r} has {graph.num_ops} ops")
+            got = counted(self.devices.shape[0], "entry", "entries") if self.devices.ndim == 1 \
+                else f"shape {self.devices.shape}"
+            raise InvalidPlacement(f"placement has {got}, graph {graph.name!r} has {counted(graph.num_ops, 'op')}")
         if self.made_for is not None and self.made_for.digest != GraphKey.of(graph).digest:
             made_for = self.made_for.name
             other = f"graph {made_for!r}" if made_for != graph.name else "another graph of that name"

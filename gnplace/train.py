@@ -59,6 +59,7 @@ from gnplace.rl.reinforce import reinforce_loss
 from gnplace.runlock import holds_folder
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step
+from gnplace.units import counted
 from gnplace.workers import stray_ranks_hidden
 
 __all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "fit",
@@ -911,8 +912,8 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
                                 "another folder")
     per_step = recorded.get("pairs_per_step")  # recorded since 2026-12-02: other pairs drawn every iteration
     if per_step is not None and per_step != data.pairs_per_step:
-        raise InvalidCheckpoint(f"{path}: made with {per_step} pairs an iteration, not {data.pairs_per_step}; resume "
-                                "with the same count or use another folder")
+        raise InvalidCheckpoint(f"{path}: made with {counted(per_step, 'pair')} an iteration, not "
+                                f"{data.pairs_per_step}; resume with the same count or use another folder")
     check_training_weights(path, saved["state_dict"], config.policy, "the learner's policy")  # Lightning: a traceback
     check_training_state(path, saved, config.policy)
 

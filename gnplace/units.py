@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation, localcontext
 
 __all__ = [
     "parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes", "format_seconds", "format_flops",
-    "format_rate", "seconds_unit",
+    "format_rate", "seconds_unit", "counted",
 ]
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -216,3 +216,15 @@ def _format_si(value: float, unit: str, decimals: int, prefixes: str) -> str:
         if abs(value) >= _PREFIX[prefix]:
             return f"{value / _PREFIX[prefix]:.{decimals}f} {prefix}{unit}"
     return f"{value:.0f} {unit}"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun``, the noun plural (``plural``, default: ``noun`` + s) unless the count is one.
+
+    For messages and summaries: "1 op", not "1 ops".
+
+    Examples:
+        >>> counted(1, "op"), counted(0, "group"), counted(17, "group"), counted(1, "entry", "entries")
+        ('1 op', '0 groups', '17 groups', '1 entry')
+    """
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

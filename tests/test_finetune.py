@@ -897,7 +897,7 @@ def test_one_torch_device_for_a_cluster_of_two_is_refused_before_the_search(tmp_
 
     tried = []
     monkeypatch.setattr(gnplace.execute.local.LocalTimer, "_measure", lambda self, *args: tried.append(args))
-    with pytest.raises(InvalidArgument, match=r"^1 torch devices given for the 2 devices of 'k80x2'$"):
+    with pytest.raises(InvalidArgument, match=r"^1 torch device given for the 2 devices of 'k80x2'$"):
         finetune(TINY, "k80x2", timer="local", devices=["cpu"], budget=8, out=tmp_path / "run", progress=False)
     assert tried == [] and not (tmp_path / "run").exists()
 

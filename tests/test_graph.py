@@ -643,9 +643,9 @@ def test_unknown_phase(phase, match):
         ({"edge_bytes": [1, 2], "out_bytes": [4, 4]}, r"^field 'edge_bytes' has shape \(2,\), expected \(1,\)$"),
         ({"group": [0]}, r"^field 'group' has shape \(1,\), expected \(2,\)$"),
         ({"phase": [0, 0, 0]}, r"^field 'phase' has shape \(3,\), expected \(2,\)$"),
-        ({"op_types": ["a"]}, r"^graph 'g': field 'op_types' has 1 entries, expected 2$"),
+        ({"op_types": ["a"]}, r"^graph 'g': field 'op_types' has 1 entry, expected 2$"),
         ({"module": ["a", "b", "c"]}, r"^graph 'g': field 'module' has 3 entries, expected 2$"),
-        ({"op_kinds": ["other"]}, r"^graph 'g': field 'op_kinds' has 1 entries, expected 2$"),
+        ({"op_kinds": ["other"]}, r"^graph 'g': field 'op_kinds' has 1 entry, expected 2$"),
         ({"cost_s": {"k80": [1.0]}}, r"^field \"cost_s\['k80'\]\" has shape \(1,\), expected \(2,\)$"),
     ],
 )

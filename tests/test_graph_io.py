@@ -342,7 +342,7 @@ def test_unknown_kind_in_version_2_file_is_a_one_line_error(tmp_path):
     "mutate, match",
     [
         (lambda d: d["nodes"].pop("op_kind"), r"graph file lacks field 'op_kind'"),
-        (lambda d: d["nodes"].__setitem__("op_kind", ["input"]), r"field 'op_kind' has 1 entries, expected 5"),
+        (lambda d: d["nodes"].__setitem__("op_kind", ["input"]), r"field 'op_kind' has 1 entry, expected 5"),
         (lambda d: d["nodes"].__setitem__("op_kind", None), r"field 'op_kind' must be a list, found NoneType"),
     ],
 )
@@ -378,7 +378,7 @@ def test_missing_version(tmp_path):
         (lambda d: d.__setitem__("cost_s", {"k80": 3}), r"field 'k80' must be a list, found int"),
         (lambda d: d.__setitem__("cost_s", {"k80": ["fast"] * 5}), r"field 'k80'\[0\] must be a number, found 'fast'"),
         (lambda d: d.__setitem__("meta", "x"), r"'name' must be a string and 'meta' a mapping"),
-        (lambda d: d["nodes"].__setitem__("flops", [1.0]), r"field 'flops' has 1 entries, expected 5"),
+        (lambda d: d["nodes"].__setitem__("flops", [1.0]), r"field 'flops' has 1 entry, expected 5"),
         (lambda d: d["nodes"].__setitem__("flops", [1.0, "3", 1, 1, 1]), r"field 'flops'\[1\] must be a number, found '3'"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [1, True, 1, 1, 1]), r"field 'out_bytes'\[1\] must be a number, found True"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [1, 1e40, 1, 1, 1]), r"field 'out_bytes'\[1\] is too large"),

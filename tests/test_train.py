@@ -411,7 +411,7 @@ def test_fit_refuses_to_overwrite_a_run_or_to_resume_one_of_other_settings_or_pa
     other = [(mlp_training_graph(layers=3, width=64, batch=8), "k80x4")]  # took the other run's placements by index
     with pytest.raises(InvalidCheckpoint, match="made with other graphs or clusters"):
         fit(other, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
-    with pytest.raises(InvalidCheckpoint, match="made with 1 pairs an iteration, not 3"):  # drew other pairs
+    with pytest.raises(InvalidCheckpoint, match="made with 1 pair an iteration, not 3"):  # drew other pairs
         fit(pair, tmp_path, config=tiny, iterations=3, pairs_per_step=3, resume=True, progress=False)
     assert (tmp_path / "checkpoints" / "last.ckpt").read_bytes() == saved
     edited = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)

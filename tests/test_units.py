@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gnplace.units import format_bytes, format_seconds, parse_bytes, parse_flops, parse_rate, parse_seconds
+from gnplace.units import counted, format_bytes, format_seconds, parse_bytes, parse_flops, parse_rate, parse_seconds
 
 
 @pytest.mark.parametrize(
@@ -225,3 +225,10 @@ def test_seconds_unit_is_seconds_for_zero_and_a_value_that_is_no_number(seconds)
     from gnplace.units import seconds_unit
 
     assert seconds_unit(seconds) == "s"
+
+
+@pytest.mark.parametrize("count, expected", [(0, "0 entries"), (1, "1 entry"), (2, "2 entries")])
+def test_counted_takes_an_irregular_plural(count, expected):
+    """Messages said "1 entries" and "1 torch devices given"; a count of one takes the singular."""
+    assert counted(count, "entry", "entries") == expected
+    assert counted(count, "op") == expected.replace("entries", "ops").replace("entry", "op")

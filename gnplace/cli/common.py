@@ -20,6 +20,7 @@ from gnplace.graph import OpGraph, require_ops
 from gnplace.limits import json_text, scalar_loader
 from gnplace.placement import Placement, check_placed, load_placement
 from gnplace.placers.registry import PLACERS, make_placer
+from gnplace.units import counted
 
 __all__ = [
     "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
@@ -182,16 +183,6 @@ def resolve_placement(
         return Path(placer).name, load_placement(placer, graph, cluster)
     placed = make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
     return placer, check_placed(placed, graph, cluster, placer)
-
-
-def counted(count: int, noun: str) -> str:
-    """``count`` and ``noun``, the noun plural unless the count is one, for the commands' summaries.
-
-    Examples:
-        >>> counted(1, "op"), counted(0, "group"), counted(17, "group")
-        ('1 op', '0 groups', '17 groups')
-    """
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def whole_number(text: str) -> int:

@@ -47,6 +47,7 @@ from gnplace.execute.program import Program
 from gnplace.execute.runner import run_step
 from gnplace.importers.module_state import held_tensors
 from gnplace.importers.trace import autocast_state, input_leaves
+from gnplace.units import counted
 
 __all__ = ["apply", "PlacedModule"]
 
@@ -178,7 +179,8 @@ class PlacedModule(torch.nn.Module):
         self._warn_changed_attributes()
         leaves, spec = input_leaves(_keyed_as(inputs, self.input_spec))
         if spec.num_children != self.input_spec.num_children:
-            raise InvalidArgument(f"the placed step takes {self.input_spec.num_children} inputs, got {len(inputs)}")
+            raise InvalidArgument(f"the placed step takes {counted(self.input_spec.num_children, 'input')}, "
+                                  f"got {len(inputs)}")
         if spec != self.input_spec:
             raise InvalidArgument(f"the placed step takes inputs nested as {_nesting(self.input_spec)} (the example "
                                   f"inputs), got {_nesting(spec)}")

@@ -18,6 +18,7 @@ from gnplace.graph import OpGraph
 from gnplace.limits import is_whole
 from gnplace.placement import GraphKey, Placement, as_placement
 from gnplace.sim.timer import StepResult, StepTimer, median_step
+from gnplace.units import counted
 
 __all__ = ["RealStepTimer", "real_timer", "torch_devices", "torch_device", "as_program", "oom_result", "MAX_REPEATS",
            "check_threads", "check_device_names"]
@@ -95,7 +96,8 @@ def torch_devices(cluster: Cluster, names: Sequence[str] | None = None) -> list[
         names = picked
     if len(names) != cluster.num_devices:
         raise InvalidArgument(
-            f"{len(names)} torch devices given for the {cluster.num_devices} devices of {cluster.name!r}"
+            f"{counted(len(names), 'torch device')} given for the {counted(cluster.num_devices, 'device')} of "
+            f"{cluster.name!r}"
         )
     return [torch_device(name, f"cluster device {cluster_device.name!r} runs on {name}, but")
             for cluster_device, name in zip(cluster.devices, names)]

@@ -39,6 +39,7 @@ from gnplace.execute.memory import Ledger
 from gnplace.execute.optim import state_bytes
 from gnplace.importers.trace import Ref, recorded_default_dtype
 from gnplace.placement import check_whole_devices
+from gnplace.units import counted
 
 __all__ = [
     "ProgramOp", "Program", "Plan", "resolve_aten", "refs_in", "shared_source", "storage_of", "storage_in",
@@ -284,8 +285,9 @@ class Program:
         given = np.asarray(getattr(placement, "devices", placement))
         check_whole_devices(given)  # a cast would cut 0.7 to device 0
         if given.ndim != 1 or given.shape[0] != self.num_nodes:
-            got = f"{given.shape[0]} devices" if given.ndim == 1 else f"shape {given.shape}"
-            raise InvalidPlacement(f"placement has {got}, the graph {self.graph_name!r} has {self.num_nodes} nodes")
+            got = counted(given.shape[0], "device") if given.ndim == 1 else f"shape {given.shape}"
+            raise InvalidPlacement(f"placement has {got}, the graph {self.graph_name!r} has "
+                                   f"{counted(self.num_nodes, 'node')}")
         devices = given.astype(np.int64)  # whole numbers (check_whole_devices refused names, None, booleans)
         if devices.size and devices.min() < 0:
             raise InvalidPlacement("placement names a negative device index")

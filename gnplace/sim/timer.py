@@ -32,6 +32,7 @@ from gnplace.graph import OpGraph
 from gnplace.limits import is_whole
 from gnplace.placement import GraphKey, Placement, as_placement, check_graph_and_cluster, check_whole_devices
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
+from gnplace.units import counted
 
 __all__ = [
     "Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch", "relative_step",
@@ -406,8 +407,8 @@ class BudgetedTimer(StepTimer):
         """Raise :class:`BudgetExhausted` unless ``count`` more evaluations fit the budget."""
         if self.budget is not None and self.evaluations + count > self.budget:
             raise BudgetExhausted(
-                f"timing {count} more placement(s) would exceed the budget of {self.budget} evaluations "
-                f"({self.evaluations} spent)"
+                f"timing {counted(count, 'more placement')} would exceed the budget of "
+                f"{counted(self.budget, 'evaluation')} ({self.evaluations} spent)"
             )
 
     def _consider(

@@ -319,7 +319,7 @@ def test_more_ranks_than_cores_exits_2_before_anything_is_written(tmp_path, caps
 
 def test_local_devices_that_do_not_match_the_cluster_exit_2_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "run"
-    for devices, message in (("cpu", "1 torch devices given for the 2 devices of 'k80x2'"),
+    for devices, message in (("cpu", "1 torch device given for the 2 devices of 'k80x2'"),
                              ("cuda:99,cpu", "cluster device 'gpu0' runs on cuda:99, but torch sees")):
         code = main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices",
                      devices, "-o", str(out)])

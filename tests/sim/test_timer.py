@@ -129,12 +129,17 @@ def test_budget_is_enforced_before_timing(counting_simulator):
     timer = BudgetedTimer(counting_simulator, budget=3)
     timer.time_batch(g, c, np.zeros((2, 3), dtype=int))
     assert timer.remaining == 1
-    with pytest.raises(BudgetExhausted, match="budget of 3 evaluations"):
+    with pytest.raises(BudgetExhausted, match=r"^timing 2 more placements would exceed the budget of 3 evaluations "
+                                              r"\(2 spent\)$"):
         timer.time_batch(g, c, np.zeros((2, 3), dtype=int))
     assert counting_simulator.evaluations == 2 and timer.evaluations == 2
     timer.time(g, c, [0, 1, 0])
-    with pytest.raises(BudgetExhausted):
+    with pytest.raises(BudgetExhausted, match=r"^timing 1 more placement would exceed"):  # was "placement(s)"
         timer.time(g, c, [0, 0, 0])
+    with pytest.raises(BudgetExhausted, match=r"the budget of 1 evaluation \(1 spent\)$"):  # was "1 evaluations"
+        one = BudgetedTimer(counting_simulator, budget=1)
+        one.time(g, c, [0, 0, 0])
+        one.time(g, c, [0, 0, 0])
     assert issubclass(BudgetExhausted, GnplaceError)
 
 
