@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import bisect
 import logging
+import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import torch
@@ -893,6 +895,26 @@ def _checkpoint_segment(recomputing: bool) -> object | None:
     return held() if isinstance(held, weakref.ref) else None
 
 
+#: The functions of ``torch.utils.checkpoint`` that rerun a segment in the backward, by qualified name: a reentrant
+#: segment's node's backward (``True``), and the unpack hook that recomputes a non-reentrant segment (``False``).
+_RERUNS = {"CheckpointFunction.backward": True, "_checkpoint_hook.__init__.<locals>.unpack_hook": False}
+
+
+def _rerun_reentrant() -> bool | None:
+    """Whether the innermost rerun of a checkpointed segment running now is a reentrant segment's.
+
+    ``None`` where no function of :data:`_RERUNS` is running (or a torch that names them otherwise).
+    """
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "torch.utils.checkpoint":
+            reentrant = _RERUNS.get(frame.f_code.co_qualname)
+            if reentrant is not None:
+                return reentrant
+        frame = frame.f_back
+    return None
+
+
 #: The autograd node of a reentrant ``torch.utils.checkpoint`` segment (``use_reentrant=True``), whose backward reruns
 #: the segment: made before the segment's forward ran (under ``no_grad``, which makes no node).
 _REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"
@@ -920,17 +942,25 @@ class _Recomputation:
     ops: list[TracedOp]
     trigger: tuple[str, int] = ("", -1)  # the autograd node rerunning the segment now (its name and number)
     cursor: int | None = None  # the place in ``forward`` of the call the next rerun call recomputes
+    reentrant: bool | None = None  # whether the last call rerun for ``trigger`` was a reentrant segment's
     extra: dict[str, int] = field(default_factory=dict)  # new calls of each module in the backward
     # the non-reentrant segments whose forward ran in a rerun (made anew there), each with the place in ``forward``
     # of the first call of each module it recomputed: where that segment's own recomputation starts
     rerun_segments: list[tuple[object, dict[str, int]]] = field(default_factory=list)
 
     def key(self, path: str, first_input: Ref | None, node: Any) -> CallKey:
-        """The key of the call of the module ``path`` opened while the backward runs ``node``."""
-        trigger = (node.name(), node._sequence_nr())
-        if trigger != self.trigger:
+        """The key of the call of the module ``path`` opened while the backward runs ``node``.
+
+        A reentrant segment inside a non-reentrant one reruns twice under its own node: the outer segment's
+        recomputation (reading the tensors the node saved, :data:`_RERUNS`' unpack hook) runs the reentrant forward,
+        then the node's backward runs it again. That second rerun starts anew: it went on from the first, with calls
+        that never ran (``a``'s fourth of three, ``b``'s second), which got the gradients of the calls it recomputes.
+        """
+        trigger, reentrant = (node.name(), node._sequence_nr()), _rerun_reentrant()
+        if trigger != self.trigger or (reentrant and self.reentrant is False):
             self.trigger = trigger
             self.cursor = self._start(path, self.forward_ref(first_input), node, _checkpoint_segment(recomputing=True))
+        self.reentrant = reentrant
         if self.cursor is not None and self.cursor < len(self.forward) and self.forward[self.cursor].key[0] == path:
             self.cursor += 1
             segment = _checkpoint_segment(recomputing=False)

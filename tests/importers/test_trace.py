@@ -810,6 +810,38 @@ def test_a_non_reentrant_segment_made_in_a_rerun_recomputes_the_calls_that_rerun
     assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
 
 
+class _ReentrantInNonReentrant(_Branches):
+    """``_Branches``' segment checkpointed reentrantly inside a non-reentrant segment (or, unless ``checkpointed``,
+    the same calls without a checkpoint)."""
+
+    def __init__(self, checkpointed: bool = True) -> None:
+        super().__init__(reentrant=False)
+        self.checkpointed = checkpointed
+
+    def inner(self, h: torch.Tensor) -> torch.Tensor:
+        if not self.checkpointed:
+            return super().segment(h)
+        return torch.utils.checkpoint.checkpoint(super().segment, h, use_reentrant=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.checkpointed:
+            return self.inner(self.a(x)).square().sum()
+        return torch.utils.checkpoint.checkpoint(self.inner, self.a(x), use_reentrant=False).square().sum()
+
+
+def test_a_reentrant_segment_in_a_non_reentrant_one_reruns_its_calls_twice_under_its_node():
+    """The outer segment's recomputation runs the reentrant forward (``a``, ``b``, ``a``), then the reentrant node's
+    backward runs it again under the same node: that second rerun went on from the first, to calls that never ran
+    (``a``'s fourth and fifth of three, ``b``'s second), and the gradients of ``a``'s second and third calls and of
+    ``b``'s went to them. Each call's gradients are now its own, as without the checkpoints."""
+    trace = record_training_step(_ReentrantInNonReentrant(), (torch.randn(2, 4),))
+    plain = record_training_step(_ReentrantInNonReentrant(checkpointed=False), (torch.randn(2, 4),))
+    assert trace.module_calls == plain.module_calls == {"": 1, "a": 3, "b": 1}
+    assert calls_of(trace, "addmm", backward=True) == [("a", 1), ("b", 0), ("a", 2)] * 2
+    assert sorted(calls_of(trace, "mm", backward=True)) == sorted(calls_of(plain, "mm", backward=True))
+    assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
+
+
 class _NestedCheckpoints(nn.Module):
     """A reentrant checkpointed segment holding another around ``blk``, given the outer segment's own input."""
 
