@@ -150,7 +150,14 @@ class Placement(ReadOnlyArrays):
 
     @classmethod
     def from_groups(cls, graph: OpGraph, cluster: Cluster, group_devices: Any) -> Placement:
-        """Expand a device per colocation group (``[num_groups]``) to a device per op."""
+        """Expand a device per colocation group (``[num_groups]``) to a device per op.
+
+        Raises:
+            InvalidArgument: if ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``cluster`` no
+                :class:`~gnplace.cluster.Cluster`.
+            InvalidPlacement: if ``group_devices`` is not one whole number per group.
+        """
+        check_graph(graph)  # None was an AttributeError ('num_groups')
         per_group = np.asarray(group_devices)  # no cast here: Placement refuses 0.7 rather than cut it to device 0
         if per_group.shape != (graph.num_groups,):
             raise InvalidPlacement(
@@ -173,7 +180,13 @@ class Placement(ReadOnlyArrays):
 
         A placement made for another graph (:attr:`made_for`: other op names or edges) is refused too,
         though it has as many ops.
+
+        Raises:
+            InvalidPlacement: if it does not place every op of ``graph`` on a device of its cluster.
+            InvalidArgument: if ``graph`` is no :class:`~gnplace.graph.OpGraph` (as for :meth:`device_names`,
+                :meth:`group_devices` and :meth:`splits_groups`, which call this).
         """
+        check_graph(graph)  # None or a path was an AttributeError ('num_ops')
         if self.devices.shape != (graph.num_ops,):
             got = counted(self.devices.shape[0], "entry", "entries") if self.devices.ndim == 1 \
                 else f"shape {self.devices.shape}"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import GnplaceError, InvalidPlacement
+from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement, load_placement, save_placement
 from gnplace.toy import chain_graph, mlp_training_graph
@@ -139,6 +139,19 @@ def test_check_accepts_valid(k80x4):
 def test_check_errors(k80x2, devices, match):
     with pytest.raises(InvalidPlacement, match=match):
         Placement(devices, k80x2).check(chain_graph(3))
+
+
+@pytest.mark.parametrize("method", ["check", "device_names", "group_devices", "splits_groups"])
+@pytest.mark.parametrize("graph", [None, "chain3.gnpg"])
+def test_methods_refuse_what_is_no_graph(k80x2, method, graph):
+    # each was an AttributeError ('num_ops') from inside check
+    with pytest.raises(InvalidArgument, match=r"^graph must be an OpGraph \(gnplace\.load_graph\(path\)\), got "):
+        getattr(Placement([0, 1, 1], k80x2), method)(graph)
+
+
+def test_from_groups_refuses_what_is_no_graph(k80x2):
+    with pytest.raises(InvalidArgument, match=r"^graph must be an OpGraph"):  # an AttributeError ('num_groups')
+        Placement.from_groups(None, k80x2, [0, 1, 1])
 
 
 @pytest.mark.parametrize(
