@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import bisect
 import logging
+import reprlib
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
@@ -401,19 +402,24 @@ def positional_inputs(example_inputs: Any) -> tuple[Any, ...]:
 
     Raises:
         InvalidArgument: for a dict, which a tuple would make the tuple of its keys: the strings reached
-            ``forward`` as its inputs ("linear(): argument 'input' must be Tensor, not str").
+            ``forward`` as its inputs ("linear(): argument 'input' must be Tensor, not str"); for what is neither a
+            tensor nor a sequence of inputs (None or a number was ``TypeError: 'NoneType' object is not iterable``,
+            and a string its characters).
 
     Examples:
         >>> len(positional_inputs(torch.zeros(3, 2))), len(positional_inputs([torch.zeros(3), 1]))
         (1, 2)
     """
-    from collections.abc import Mapping
-
     if isinstance(example_inputs, Mapping):
         keys = ", ".join(repr(k) for k in list(example_inputs)[:3])
         raise InvalidArgument(f"the example inputs are a dict ({keys}), not forward's inputs in order: give a "
                               "tuple of them, and a dict that forward takes as one argument inside it, (inputs,)")
-    return (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    if isinstance(example_inputs, str | bytes) or not isinstance(example_inputs, Iterable):
+        raise InvalidArgument(f"the example inputs must be a tensor or a tuple of forward's inputs in order, got "
+                              f"{type(example_inputs).__name__} {reprlib.repr(example_inputs)}")
+    return tuple(example_inputs)
 
 
 def input_leaves(example_inputs: Any) -> tuple[list[Any], TreeSpec]:
@@ -446,8 +452,6 @@ def _raised_in(err: BaseException, function: str, file: str = "") -> bool:
 
 def _described(value: Any) -> str:
     """``value`` for a message: a class or function by name, anything else by its short repr."""
-    import reprlib
-
     if isinstance(value, type):
         return f"the class {value.__module__}.{value.__qualname__}"
     if callable(value):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import warnings
 
@@ -491,6 +492,18 @@ def test_a_lone_tensor_is_one_input_a_loss_of_no_element_is_refused_and_a_forwar
         record_training_step(mlp(), (torch.randn(4, 6),), loss=lambda out: out.flatten()[:0])
     trace = record_training_step(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)), (torch.randn(3, 4),), loss=mse)
     trace.check_replayable()
+
+
+@pytest.mark.parametrize("inputs, shown", [(None, "NoneType None"), (3.0, "float 3.0"), ("x", "str 'x'")])
+def test_example_inputs_that_are_no_tensor_or_sequence_are_refused_in_one_line(inputs, shown):
+    """None was ``TypeError: 'NoneType' object is not iterable`` from inside the recording; a string was its
+    characters, passed to forward."""
+    from gnplace.importers.torch import from_module, import_step
+
+    for call in (import_step, from_module):
+        with pytest.raises(InvalidArgument, match=rf"^the example inputs must be a tensor or a tuple of forward's "
+                                                  rf"inputs in order, got {re.escape(shown)}$"):
+            call(nn.Linear(3, 2), inputs, loss=mse)
 
 
 def test_a_dict_of_example_inputs_is_refused_in_one_line_not_passed_as_its_keys():
