@@ -39,8 +39,8 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, MissingDependency, UnsupportedGraph, first_line
-from gnplace.graph import PHASES, OpGraph
-from gnplace.placement import GraphKey, Placement, as_placement
+from gnplace.graph import PHASES, OpGraph, check_graph
+from gnplace.placement import GraphKey, Placement, as_placement, check_graph_and_cluster
 from gnplace.quiet import quietly
 
 __all__ = [
@@ -202,7 +202,10 @@ def to_device_map(
 
     Raises:
         InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
-            ``root`` is given and holds none of them, or some state lies outside ``root``.
+            ``root`` is given and holds none of them, or some state lies outside ``root``; if ``graph`` is no
+            :class:`~gnplace.graph.OpGraph`, ``cluster`` no :class:`~gnplace.cluster.Cluster`, ``root`` no
+            ``str`` or ``module`` no module.
+        InvalidPlacement: if ``placement`` does not place every op of ``graph`` on a device of the cluster.
 
     Warns:
         UserWarning: if the map's simulated step runs a device out of memory (saying whether the placement does).
@@ -218,6 +221,13 @@ def to_device_map(
         >>> to_device_map(g, Placement(devices, cluster))
         {'0': 0, '1': 0, '2': 1}
     """
+    check_graph(graph)  # None was an AttributeError ('node_names')
+    if not isinstance(root, str):  # 3 was a TypeError ('int' + 'str'), None a message about an empty device_map
+        raise InvalidArgument(f"to_device_map's root must be a submodule path (a str, '' for the module itself), "
+                              f"got {reprlib.repr(root)}")
+    if module is not None and not callable(getattr(module, "modules", None)):  # a str was an AttributeError
+        raise InvalidArgument(f"to_device_map's module must be the torch.nn.Module the graph was imported from, "
+                              f"or None, got {reprlib.repr(module)}")
     cluster = cluster or getattr(placement, "cluster", None)
     if cluster is None:
         raise InvalidArgument("to_device_map needs the cluster (pass a Placement, or cluster=)")
@@ -811,8 +821,10 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
     Raises:
         InvalidArgument: if ``device_map`` is no mapping or an empty one, a value names no device of
             ``cluster`` (``True`` and ``1.0`` were read as GPU 1, ``"cuda:x"`` was a ValueError), or a key
-            names no module of ``graph`` (a typo, or a path missing the wrapper's prefix, was ignored).
+            names no module of ``graph`` (a typo, or a path missing the wrapper's prefix, was ignored); if
+            ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``cluster`` no :class:`~gnplace.cluster.Cluster`.
     """
+    check_graph_and_cluster(graph, cluster)  # None was an AttributeError ('node_names', 'devices')
     if not isinstance(device_map, Mapping) or not device_map:
         raise InvalidArgument(f"device_map must be a mapping of module path to device, at least one, "
                               f"got {reprlib.repr(device_map)}")

@@ -63,6 +63,27 @@ def test_from_device_map_refuses_keys_and_values_it_cannot_read(device_map, mess
     assert placed.devices.max() == 1
 
 
+def test_to_and_from_device_map_refuse_arguments_of_the_wrong_kind_in_one_line():
+    """Each was an AttributeError or a TypeError from inside ('node_names', 'devices', 'int' + 'str', 'modules')."""
+    graph = _graph(_net())
+    cluster = load_cluster("k80x2")
+    placement = Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
+    with pytest.raises(InvalidArgument, match=r"^graph must be an OpGraph"):
+        to_device_map(None, placement)
+    with pytest.raises(InvalidArgument, match=r"^to_device_map's root must be a submodule path \(a str, '' for the "
+                                              r"module itself\), got 3$"):
+        to_device_map(graph, placement, root=3)
+    with pytest.raises(InvalidArgument, match=r"^to_device_map's root must be a submodule path .*, got None$"):
+        to_device_map(graph, placement, root=None)
+    with pytest.raises(InvalidArgument, match=r"^to_device_map's module must be the torch\.nn\.Module .*, got 'net'$"):
+        to_device_map(graph, placement, module="net")
+    with pytest.raises(InvalidArgument, match=r"^graph must be an OpGraph"):
+        from_device_map(None, cluster, {"": 0})
+    for given in (None, "k80x2"):
+        with pytest.raises(InvalidArgument, match=r"^cluster must be a Cluster"):
+            from_device_map(graph, given, {"": 0})
+
+
 class HasAnUpdateModule(torch.nn.Module):
     """A top-level module named ``update`` (a gate): its forward ops are ``update/addmm``, as update nodes are."""
 
