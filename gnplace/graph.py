@@ -566,6 +566,10 @@ class OpGraph(ReadOnlyArrays):
 
         Op kinds are kept, unless ``op_types`` or ``phase`` is replaced without ``op_kinds``: then
         they are derived again from the new types and phases.
+
+        Raises:
+            InvalidArgument: if a name given is no constructor argument (a typo was a TypeError).
+            InvalidGraph: if the graph with the changes is not valid, as the constructor says.
         """
         fields: dict[str, Any] = dict(
             node_names=self.node_names,
@@ -583,6 +587,10 @@ class OpGraph(ReadOnlyArrays):
             meta=self.meta,
             op_kinds=self.op_kinds,
         )
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise InvalidArgument(f"graph.replace: no OpGraph argument is named {', '.join(unknown)} (it takes: "
+                                  f"{', '.join(fields)})")
         if ("op_types" in changes or "phase" in changes) and "op_kinds" not in changes:
             fields["op_kinds"] = None
         fields.update(changes)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnplace.exceptions import GnplaceError, InvalidGraph
+from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidGraph
 from gnplace.graph import BACKWARD, FORWARD, PHASES, UPDATE, OpGraph, exact_sum
 
 
@@ -373,6 +373,13 @@ def test_replace_validates():
         diamond().replace(flops=[0, -1, 0, 0])
     with pytest.raises(InvalidGraph, match="has a cycle"):
         diamond().replace(edges=[(0, 1), (1, 0), (1, 3), (2, 3)])
+
+
+def test_replace_refuses_a_name_that_is_no_argument():
+    # a typo (flop=) was the constructor's TypeError: "OpGraph.__init__() got an unexpected keyword argument"
+    with pytest.raises(InvalidArgument, match=r"^graph\.replace: no OpGraph argument is named flop, nme \(it takes: "
+                                              r"node_names, edges, flops, .*\)$"):
+        diamond().replace(flop=[1, 2, 3, 4], nme="x")
 
 
 def test_replace_edges_with_their_bytes():
