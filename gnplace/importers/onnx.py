@@ -228,8 +228,9 @@ def from_onnx(
     Raises:
         InvalidGraph: if the file is missing, truncated or not ONNX, declares a shape its op contradicts,
             or holds a view op (``Reshape``, ...) that changes the element count at these input sizes.
-        InvalidArgument: if ``input_shapes`` gives a size below 1, a rank or fixed size the model contradicts, or
-            two sizes of one named dimension (``x [batch, 16]`` at 8, ``mask [batch]`` at 4).
+        InvalidArgument: if ``input_shapes`` is no mapping, or gives a size below 1 or no whole number, a rank or
+            fixed size the model contradicts, or two sizes of one named dimension (``x [batch, 16]`` at 8,
+            ``mask [batch]`` at 4).
         UnsupportedGraph: if an input has a dynamic size that ``input_shapes`` does not give (the
             message names the input), or shapes cannot be inferred.
         UnknownName: for an unknown optimizer, or ``input_shapes``, ``trainable`` or ``frozen`` naming

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+import reprlib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import onnx.inliner
 from onnx import TensorProto, numpy_helper
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph
+from gnplace.limits import is_number, is_whole
 
 __all__ = ["external_data_files", "load_onnx"]
 
@@ -498,6 +500,18 @@ def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str, what: str = "s
 SPARSE_EXTERNAL = "gnplace.sparse_external"
 
 
+def _whole_sizes(name: str, sizes: Any, source: str) -> list[int]:
+    """The sizes given for input ``name`` as ints: whole numbers (8 or 8.0; not 8.5, which int() cut to 8, nor True)."""
+    if isinstance(sizes, str | bytes | Mapping) or not isinstance(sizes, Iterable):  # None: 'not iterable'
+        raise InvalidArgument(f"{source}: input_shapes[{name!r}] must be a list of sizes, got {reprlib.repr(sizes)}")
+    sizes = list(sizes)
+    for size in sizes:
+        if not (is_whole(size) or (is_number(size) and float(size).is_integer())):
+            raise InvalidArgument(f"{source}: input_shapes[{name!r}] must hold whole numbers, got "
+                                  f"{reprlib.repr(size)} in {reprlib.repr(sizes)}")
+    return [int(size) for size in sizes]
+
+
 def fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]], source: str) -> None:
     """Give the inputs of ``g`` the sizes of ``input_shapes``, and drop the shapes recorded for the old ones.
 
@@ -508,9 +522,12 @@ def fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int
 
     Raises:
         UnknownName: if ``input_shapes`` names no input of ``g``.
-        InvalidArgument: for a size below 1, a rank or fixed size the model contradicts, or two sizes of one
-            symbolic dim.
+        InvalidArgument: for a size below 1 or no whole number (8.5 was cut to 8), a rank or fixed size the model
+            contradicts, two sizes of one symbolic dim, or ``input_shapes`` no mapping of input name to sizes.
     """
+    if not isinstance(input_shapes, Mapping):  # a list was an AttributeError ('items')
+        raise InvalidArgument(f"{source}: input_shapes must be a mapping of input name to sizes ({{'x': [8, 16]}}), "
+                              f"got {reprlib.repr(input_shapes)}")
     inits = {i.name for i in g.initializer}
     inputs = {i.name: i for i in g.input if i.name not in inits}
     bound: dict[str, tuple[int, str]] = {}  # symbolic dim name -> the size the inputs give it, and the first input
@@ -518,7 +535,7 @@ def fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int
         if name not in inputs:
             raise UnknownName(f"{source}: --input-shape names {name!r}, which is not an input of the model "
                               f"(inputs: {', '.join(inputs) or 'none'})")
-        sizes = [int(s) for s in sizes]
+        sizes = _whole_sizes(name, sizes, source)
         if any(s <= 0 for s in sizes):
             raise InvalidArgument(f"{source}: input shape {name}={','.join(map(str, sizes))} has a size below 1")
         if not inputs[name].type.HasField("tensor_type"):  # a sequence, a map or no type: sizes cannot make it one

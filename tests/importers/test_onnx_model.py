@@ -91,11 +91,26 @@ def test_input_shapes_keep_the_declared_shapes_of_ops_onnx_has_no_schema_for():
         ({"x": [8, 16, 1]}, InvalidArgument, r"has 2 dimensions \[batch, 16\], --input-shape gives 3"),
         ({"x": [8, 15]}, InvalidArgument, r"fixed size 16 at dimension 1"),
         ({"x": [0, 16]}, InvalidArgument, "below 1"),
+        # each was cut, taken as 1, or a TypeError, ValueError or AttributeError from inside
+        ({"x": [8.5, 16]}, InvalidArgument, r"input_shapes\['x'\] must hold whole numbers, got 8\.5 in \[8\.5, 16\]$"),
+        ({"x": [True, 16]}, InvalidArgument, r"input_shapes\['x'\] must hold whole numbers, got True"),
+        ({"x": [float("nan"), 16]}, InvalidArgument, r"must hold whole numbers, got nan"),
+        ({"x": ["8", 16]}, InvalidArgument, r"must hold whole numbers, got '8'"),
+        ({"x": "8,16"}, InvalidArgument, r"input_shapes\['x'\] must be a list of sizes, got '8,16'$"),
+        ({"x": None}, InvalidArgument, r"input_shapes\['x'\] must be a list of sizes, got None$"),
+        ([8, 16], InvalidArgument, r"input_shapes must be a mapping of input name to sizes \(\{'x': \[8, 16\]\}\), got "
+                                   r"\[8, 16\]$"),
     ],
 )
 def test_bad_input_shapes(shapes, error, match):
     with pytest.raises(error, match=match):
         from_onnx(chain_model(dynamic=True), input_shapes=shapes)
+
+
+def test_input_shapes_take_whole_numbers_of_any_kind():
+    wanted = from_onnx(chain_model(dynamic=True), input_shapes={"x": [8, 16]})
+    for sizes in ([8.0, 16], [np.int64(8), np.int32(16)], np.array([8, 16]), (8, 16)):
+        assert from_onnx(chain_model(dynamic=True), input_shapes={"x": sizes}) == wanted
 
 
 def test_bad_files_raise_one_line_errors(tmp_path):
