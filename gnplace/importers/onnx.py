@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 import warnings
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -235,6 +236,8 @@ def from_onnx(
             message names the input), or shapes cannot be inferred.
         UnknownName: for an unknown optimizer, or ``input_shapes``, ``trainable`` or ``frozen`` naming
             no input or initializer of the model.
+        InvalidArgument: also if ``model`` is no path or ``onnx.ModelProto``, ``trainable`` or ``frozen`` no
+            list of names (a single name as a ``str``), ``meta`` no mapping or ``allow_unknown_ops`` no bool.
 
     Examples:
         >>> from onnx import TensorProto, helper, numpy_helper
@@ -250,6 +253,16 @@ def from_onnx(
         (1024.0, 1024.0, 256)
     """
     check_optimizer(optimizer)
+    for label, names in (("trainable", trainable), ("frozen", frozen)):
+        if names is not None and (isinstance(names, str | bytes | Mapping) or not isinstance(names, Iterable)):
+            # a str was its characters (trainable="wb": initializers 'w' and 'b'), 3 a TypeError
+            raise InvalidArgument(f"from_onnx: {label} must be a list of initializer names or None, got "
+                                  f"{reprlib.repr(names)}")
+    if meta is not None and not isinstance(meta, Mapping):  # a list was dict()'s TypeError
+        raise InvalidArgument(f"from_onnx: meta must be a mapping or None, got {reprlib.repr(meta)}")
+    if not isinstance(allow_unknown_ops, bool | np.bool_):  # "no" read as true
+        raise InvalidArgument(f"from_onnx: allow_unknown_ops must be true or false, got "
+                              f"{reprlib.repr(allow_unknown_ops)}")
     proto = load_onnx(model)
     folder: str | None = None  # where the file's external data lies: beside it
     if isinstance(model, onnx.ModelProto):

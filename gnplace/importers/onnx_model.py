@@ -59,9 +59,13 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
 
     Raises:
         InvalidGraph: if the file is missing, truncated, not ONNX, or names values nothing produces.
+        InvalidArgument: if ``model`` is neither a path (``str`` or ``os.PathLike``) nor an ``onnx.ModelProto``.
     """
     if isinstance(model, onnx.ModelProto):
         proto, source = model, "ONNX model"
+    elif not isinstance(model, str | os.PathLike):  # None was pathlib's TypeError
+        raise InvalidArgument(f"an ONNX model is given by its file's path (str or os.PathLike) or as an "
+                              f"onnx.ModelProto, got {type(model).__name__} {reprlib.repr(model)}")
     else:
         path = Path(model)
         source = str(path)

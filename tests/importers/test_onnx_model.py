@@ -113,6 +113,28 @@ def test_input_shapes_take_whole_numbers_of_any_kind():
         assert from_onnx(chain_model(dynamic=True), input_shapes={"x": sizes}) == wanted
 
 
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: from_onnx(None), r"^an ONNX model is given by its file's path \(str or os\.PathLike\) or as an "
+                                  r"onnx\.ModelProto, got NoneType None$"),
+        (lambda: from_onnx(3), r"got int 3$"),
+        # a str was its characters: trainable="wb" trained initializers 'w' and 'b'
+        (lambda: from_onnx(gemm_model(), trainable="w"), r"^from_onnx: trainable must be a list of initializer names or "
+                                                         r"None, got 'w'$"),
+        (lambda: from_onnx(gemm_model(), frozen=3), r"^from_onnx: frozen must be a list of initializer names"),
+        (lambda: from_onnx(gemm_model(), meta=[1]), r"^from_onnx: meta must be a mapping or None, got \[1\]$"),
+        (lambda: from_onnx(gemm_model(), allow_unknown_ops="no"), r"^from_onnx: allow_unknown_ops must be true or "
+                                                                  r"false, got 'no'$"),
+    ],
+)
+def test_arguments_of_the_wrong_kind_are_refused_in_one_line(call, match):
+    """Each was a TypeError from inside (pathlib's, iter's, dict's), or taken as something else."""
+    with pytest.raises(InvalidArgument, match=match):
+        call()
+    assert from_onnx(gemm_model(), trainable=["w"], frozen=(), meta={"a": 1}, allow_unknown_ops=np.False_).num_ops
+
+
 def test_bad_files_raise_one_line_errors(tmp_path):
     good = conv_model().SerializeToString()
     cases = {
