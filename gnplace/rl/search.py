@@ -29,8 +29,8 @@ budget it left (revision 10).
 from __future__ import annotations
 
 import inspect
+import math
 import os
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -277,12 +277,14 @@ class PPOSearchPlacer:
         if self.resume and self.out is None:  # nothing to continue from: a new run started, without a word
             raise InvalidArgument(f"{type(self).__name__}: resume continues the run checkpointed in out "
                                   "(out/last.ckpt), and no out is given: name the run's folder")
-        if isinstance(checkpoint_every_s, bool) or not isinstance(checkpoint_every_s, int | float) or not (
-            0 < checkpoint_every_s <= sys.float_info.max  # (an int past it was an OverflowError in float())
-        ):
+        try:  # a numpy integer or float32 is a number too (they were refused)
+            seconds = float(checkpoint_every_s) if is_number(checkpoint_every_s) else math.nan
+        except OverflowError:  # an int past a float's range
+            seconds = math.inf
+        if not 0 < seconds < math.inf:
             raise InvalidArgument(f"{type(self).__name__}: checkpoint_every_s must be a number of seconds > 0, "
                                   f"got {checkpoint_every_s!r}")
-        self.checkpoint_every_s = float(checkpoint_every_s)
+        self.checkpoint_every_s = seconds
         self.progress = progress
         if type(self).algo == "reinforce" and algo not in (None, "reinforce"):  # it ran as ppo, named reinforce
             use = "use the 'ppo' placer" if algo == "ppo" else "leave algo out"  # was "use the 'abc' placer"

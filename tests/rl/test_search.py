@@ -622,6 +622,15 @@ def test_a_reference_that_spends_its_own_budget_is_refused(reference):
 def test_a_checkpoint_interval_past_a_floats_range_is_one_error():
     with pytest.raises(InvalidArgument, match="checkpoint_every_s must be a number of seconds > 0"):
         make_placer("ppo", timer=Simulator(), budget=40, checkpoint_every_s=10**400)
+    for refused in (True, "60", float("nan"), 0):
+        with pytest.raises(InvalidArgument, match="checkpoint_every_s must be a number of seconds > 0"):
+            make_placer("ppo", timer=Simulator(), budget=40, checkpoint_every_s=refused)
+
+
+@pytest.mark.parametrize("seconds", [np.int64(30), np.float32(30.0), np.float64(30.0), 30])
+def test_a_checkpoint_interval_may_be_a_numpy_number(seconds):
+    # np.int64(30) and np.float32(30) were refused as no number of seconds; np.float64, a float, was taken
+    assert make_placer("ppo", timer=Simulator(), budget=40, checkpoint_every_s=seconds).checkpoint_every_s == 30.0
 
 
 @pytest.mark.parametrize("cls", [PPOSearchPlacer, ReinforceSearchPlacer])
