@@ -265,9 +265,10 @@ def finetune(
         (``oom`` for the one returned).
 
     Raises:
-        InvalidArgument: for an unknown timer, a real timer with a graph file, without ``resume`` an
-            ``OUT/measurements.jsonl`` that holds measurements or a finished run's results, or with ``resume`` a
-            finished run without ``OUT/last.ckpt`` whose ``placement.json`` is of another graph or cluster
+        InvalidArgument: for an unknown timer, a setting out of its range or of the wrong kind (``resume``,
+            ``zero_shot`` or ``progress`` no bool, ``out`` no path), a real timer with a graph file, without
+            ``resume`` an ``OUT/measurements.jsonl`` that holds measurements or a finished run's results, or with
+            ``resume`` a finished run without ``OUT/last.ckpt`` whose ``placement.json`` is of another graph or cluster
             (nothing in ``out`` is written then).
         InvalidCheckpoint: for a bad checkpoint, or with ``resume`` an ``OUT/last.ckpt`` or
             ``OUT/measurements.jsonl`` that is unreadable, foreign or another run's (nothing in ``out`` is
@@ -297,6 +298,12 @@ def finetune(
         if not is_whole(value) or value < least:  # a numpy integer is whole too, a bool is not
             raise InvalidArgument(f"{name} must be a whole number >= {least}, got {value!r}")
     repeats, threads, screen, final_rounds, confirm = map(int, (repeats, threads, screen, final_rounds, confirm))
+    from gnplace.placers.base import check_flag
+
+    # each was read by its truth: resume="no" resumed, progress="no" showed the bar
+    resume, zero_shot = check_flag("finetune", "resume", resume), check_flag("finetune", "zero_shot", zero_shot)
+    progress = None if progress is None else check_flag("finetune", "progress", progress)
+    as_path(out, "finetune output folder")  # None was pathlib's TypeError, after the graph was loaded
     step_timer: Any
     closer = None
     if timer == "sim":

@@ -277,11 +277,17 @@ def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run,
     (dict(repeats=0), "repeats must be a whole number >= 1"),
     (dict(threads=0), "threads must be a whole number >= 1"),
     (dict(repeats=True), "repeats must be a whole number >= 1, got True"),
+    # read by their truth: resume="no" resumed, progress="no" showed the bar; out=None was pathlib's TypeError
+    (dict(resume="no"), r"^finetune: resume must be true or false, got 'no'$"),
+    (dict(zero_shot="no"), r"^finetune: zero_shot must be true or false, got 'no'$"),
+    (dict(progress="no"), r"^finetune: progress must be true or false, got 'no'$"),
+    (dict(out=None), r"^a finetune output folder is given by its path \(str or os\.PathLike\), got None$"),
 ])
 def test_settings_out_of_range_are_refused_before_any_work(tmp_path, bad, message):
     path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    settings = {"out": tmp_path / "run", "progress": False, **bad}
     with pytest.raises(InvalidArgument, match=message):
-        finetune(str(path), "k80x2", budget=20, out=tmp_path / "run", progress=False, **bad)
+        finetune(str(path), "k80x2", budget=20, **settings)
     assert not (tmp_path / "run" / "last.ckpt").exists()
 
 
