@@ -51,7 +51,7 @@ import lightning as L
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import refuse_link, write_atomically
-from gnplace.limits import check_timeout
+from gnplace.limits import as_path, check_timeout, is_whole
 from gnplace.pretrain_callbacks import (
     EndWithLauncher,
     ExportPolicy,
@@ -200,7 +200,9 @@ def pretrain(
     Raises:
         InvalidCheckpoint: if ``resume`` finds a checkpoint that is unreadable, foreign or of another config.
         InvalidArgument: if ``out`` holds a run already and ``resume`` is off, or ``config`` is no
-            :class:`PretrainConfig` (a file's path: :func:`load_pretrain_config` reads it).
+            :class:`PretrainConfig` (a file's path: :func:`load_pretrain_config` reads it); if ``devices``,
+            ``num_nodes`` or ``jobs`` is no whole number >= 1, ``resume`` or ``progress`` no bool, or ``out`` or
+            ``export`` no path.
     """
     began = time.monotonic()  # the run's wall time counts its teacher searches (most of a constructor's run)
 
@@ -210,8 +212,16 @@ def pretrain(
     if not isinstance(config, PretrainConfig):  # a file's path or a dict was an AttributeError ('data') mid-way
         raise InvalidArgument("pretrain's config is a PretrainConfig (gnplace.pretrain.load_pretrain_config(path)), "
                               f"got {reprlib.repr(config)}")
-    if devices < 1 or num_nodes < 1 or (jobs is not None and jobs < 1):
-        raise InvalidArgument(f"devices, num_nodes and jobs must be >= 1, got {devices}, {num_nodes}, {jobs}")
+    if not all(is_whole(n) and n >= 1 for n in (devices, num_nodes, 1 if jobs is None else jobs)):
+        # "2" or None was a TypeError ('<'), 1.5 and True were taken
+        raise InvalidArgument(f"devices, num_nodes and jobs must be >= 1, got {devices!r}, {num_nodes!r}, {jobs!r} "
+                              "(whole numbers; jobs may be None)")
+    devices, num_nodes, jobs = int(devices), int(num_nodes), None if jobs is None else int(jobs)
+    from gnplace.placers.base import check_flag
+
+    resume = check_flag("pretrain", "resume", resume)  # "no" resumed
+    progress = None if progress is None else check_flag("pretrain", "progress", progress)
+    as_path(out, "pretrain output folder")  # None was pathlib's TypeError
     if timeout_s is not None:
         check_timeout(timeout_s)
     cores = available_cores()
@@ -222,7 +232,7 @@ def pretrain(
     if export is not None:
         from gnplace.graph_io import check_writable
 
-        check_writable(export, "export path")  # refused now, not after the whole run
+        check_writable(as_path(export, "export path"), "export path")  # refused now, not after the whole run
     out = Path(out)
     for name in ("checkpoints", "checkpoints/last.ckpt", "policy.ckpt", "best.ckpt", "logs", "tensorboard"):
         refuse_link(out / name, "pretrain")  # a shared run folder's link: its checkpoints written out of the folder

@@ -340,6 +340,27 @@ def test_a_file_where_the_run_keeps_a_folder_is_refused_before_any_work(tiny_con
     assert sorted(p.name for p in out.iterdir()) == [name] and (out / name).read_text() == "mine"
 
 
+@pytest.mark.parametrize("bad, message", [
+    # each was a TypeError from inside ('<', pathlib's), or taken: 1.5 and True processes, resume="no" resumed
+    (dict(devices="2"), r"^devices, num_nodes and jobs must be >= 1, got '2', 1, None \(whole numbers; jobs may be "
+                        r"None\)$"),
+    (dict(devices=None), r"got None, 1, None"),
+    (dict(devices=1.5), r"got 1\.5, 1, None"),
+    (dict(devices=True), r"got True, 1, None"),
+    (dict(jobs="2"), r"got 1, 1, '2'"),
+    (dict(resume="no"), r"^pretrain: resume must be true or false, got 'no'$"),
+    (dict(progress="no"), r"^pretrain: progress must be true or false, got 'no'$"),
+    (dict(export=3), r"^an export path is given by its path \(str or os\.PathLike\), got 3$"),
+])
+def test_settings_of_the_wrong_kind_are_refused_before_any_work(tiny_config, tmp_path, bad, message):
+    out = tmp_path / "run"
+    with pytest.raises(InvalidArgument, match=message):
+        pretrain(load_pretrain_config(tiny_config), out, **{"progress": False, **bad})
+    assert not out.exists()
+    with pytest.raises(InvalidArgument, match=r"^a pretrain output folder is given by its path .*, got None$"):
+        pretrain(load_pretrain_config(tiny_config), None)
+
+
 def _script(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "scripts" / "pretrain.py"), "--no-progress", *args]
 
