@@ -68,7 +68,8 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out", *, slurm: b
 
     Raises:
         InvalidArgument: if another process holds the lock (another run writes into ``folder``), the
-            folder cannot be made, or its lock file's name is taken by something else.
+            folder cannot be made, or its lock file's name is taken by something else; if ``folder`` is no
+            ``str`` or ``os.PathLike``.
 
     Warns (:class:`UserWarning`, one line) where the folder's filesystem has no ``flock`` (Lustre mounted
     without ``-o flock``, NFS without its lock daemon): the body runs, but unlocked.
@@ -78,8 +79,10 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out", *, slurm: b
     except ImportError:  # no flock (Windows): runs are not kept apart
         yield
         return
+    from gnplace.limits import as_path
     from gnplace.workers import is_launched_rank
 
+    folder = as_path(folder, f"{flag} folder")  # finetune(out=3) was abspath's TypeError
     path = Path(os.path.abspath(folder))  # "a/../b" made "a" too, which a refusal could not remove
     key = os.path.realpath(path)
     if key in _held or is_launched_rank(slurm=slurm):  # held by this process already (its outer run lets go of it)

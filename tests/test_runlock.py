@@ -124,6 +124,13 @@ def test_a_folder_that_is_a_file_or_under_one_is_one_line(tmp_path):
     assert (tmp_path / "file").read_text() == "kept"
 
 
+def test_a_folder_that_is_no_path_is_one_line():
+    # abspath's TypeError ("expected str, bytes or os.PathLike object, not int") from finetune(out=3), pretrain(out=3)
+    with pytest.raises(InvalidArgument, match=r"^a --out folder is given by its path \(str or os\.PathLike\), got 3$"):
+        with folder_lock(3):
+            pass
+
+
 def test_a_link_to_a_folder_that_is_not_there_is_named_so(tmp_path):
     """``--out dl``, ``dl`` a link to a missing folder, was refused as "dl is not a folder", of a link to a folder."""
     (tmp_path / "dl").symlink_to(tmp_path / "gone")
