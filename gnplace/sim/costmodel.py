@@ -34,6 +34,7 @@ from gnplace.cluster import Cluster, Device
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_COUNT, MAX_SECONDS, MIN_RATE, finite_number
+from gnplace.placement import check_graph_and_cluster
 
 __all__ = [
     "op_times", "op_time_columns", "spread_columns", "spread_sums", "transfer_time", "CostModel", "DEFAULT_COSTS",
@@ -60,6 +61,10 @@ def op_times(graph: OpGraph, cluster: Cluster, *, launch_overhead: bool = True) 
 
     Returns:
         np.ndarray: float64 seconds; measured ``graph.cost_s[kind]`` where present, else the model.
+
+    Raises:
+        InvalidArgument: if ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``cluster`` no
+            :class:`~gnplace.cluster.Cluster`.
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -140,7 +145,12 @@ def op_time_columns(
         >>> times, column = op_time_columns(chain_graph(2), load_cluster("k80x4"))
         >>> times.shape, column.tolist()
         ((2, 1), [0, 0, 0, 0])
+
+    Raises:
+        InvalidArgument: if ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``cluster`` no
+            :class:`~gnplace.cluster.Cluster` (as for :func:`op_times` and the :class:`CostModel` methods).
     """
+    check_graph_and_cluster(graph, cluster)  # None was an AttributeError ('in_bytes', 'devices')
     traffic = graph.in_bytes + graph.out_bytes + 2.0 * graph.param_bytes
     slot: dict[tuple[str, float, float, float, float, float], int] = {}
     column = [slot.setdefault(_time_fields(dev), len(slot)) for dev in cluster.devices]
@@ -245,7 +255,12 @@ class CostModel:
             >>> delays = DEFAULT_COSTS.edge_delays(chain_graph(2), load_cluster("k80x2"))
             >>> round(float(delays[0, 0, 1]) * 1e6, 3)  # microseconds: 25 us + 4 MB at 7.6 GB/s
             551.316
+
+        Raises:
+            InvalidArgument: if ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``cluster`` no
+                :class:`~gnplace.cluster.Cluster`.
         """
+        check_graph_and_cluster(graph, cluster)  # None was an AttributeError ('num_devices', 'edge_bytes')
         d = cluster.num_devices
         if self.channel_bandwidth is not None:
             per_edge = graph.edge_bytes[:, None, None] / self.channel_bandwidth * np.ones((1, d, d))

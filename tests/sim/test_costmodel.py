@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.sim.costmodel import (
     DEFAULT_COSTS,
@@ -216,3 +217,18 @@ def test_a_cost_model_takes_fields_at_their_limits():
                    {"op_gap": MAX_SECONDS, "transfer_gap": MAX_SECONDS}, {"launch_overhead": np.False_}):
         CostModel(**fields)
     assert PLACETO_COSTS.shared_channel and not DEFAULT_COSTS.shared_channel
+
+
+@pytest.mark.parametrize("call", [
+    lambda g, c: op_times(g, c),
+    lambda g, c: DEFAULT_COSTS.op_times(g, c),
+    lambda g, c: DEFAULT_COSTS.op_time_columns(g, c),
+    lambda g, c: DEFAULT_COSTS.edge_delays(g, c),
+])
+def test_a_graph_or_cluster_of_the_wrong_kind_is_one_line(call):
+    # each was an AttributeError from inside ('in_bytes', 'devices', 'num_devices')
+    with pytest.raises(InvalidArgument, match=r"^graph must be an OpGraph \(gnplace\.load_graph\(path\)\), got None$"):
+        call(None, load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument, match=r"^cluster must be a Cluster \(gnplace\.load_cluster\(preset or path\)\), "
+                                              r"got 'k80x2'$"):
+        call(chain_graph(2), "k80x2")
