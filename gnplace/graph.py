@@ -519,7 +519,13 @@ class OpGraph(ReadOnlyArrays):
         return {name: i for i, name in enumerate(self.node_names)}
 
     def measured_cost(self, kind: str) -> np.ndarray | None:
-        """Measured seconds per op on device kind ``kind`` (NaN where unmeasured), or ``None``."""
+        """Measured seconds per op on device kind ``kind`` (NaN where unmeasured), or ``None``.
+
+        Raises:
+            InvalidArgument: if ``kind`` is no ``str`` (None was an AttributeError: 'lower').
+        """
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"a device kind is a str, such as 'k80', got {reprlib.repr(kind)}")
         return self.cost_s.get(kind.lower())
 
     # ------------------------------------------------------------------ totals

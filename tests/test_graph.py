@@ -382,6 +382,13 @@ def test_replace_refuses_a_name_that_is_no_argument():
         diamond().replace(flop=[1, 2, 3, 4], nme="x")
 
 
+def test_measured_cost_refuses_a_kind_that_is_no_str():
+    # None was an AttributeError ('lower')
+    with pytest.raises(InvalidArgument, match=r"^a device kind is a str, such as 'k80', got None$"):
+        diamond().measured_cost(None)
+    assert diamond().measured_cost("V100") is None and diamond().measured_cost("K80") is not None
+
+
 def test_replace_edges_with_their_bytes():
     h = diamond().replace(edges=[(0, 1), (1, 2)], edge_bytes=[50, 70])
     assert h.num_edges == 2
