@@ -483,7 +483,8 @@ def load_placement(
             ``cluster``, if the cluster the file names is not a preset; with it, if the file names a preset
             whose devices (their number, names or kinds) are not those of ``cluster``.
         InvalidCluster: if ``cluster`` is a name or file that does not load.
-        InvalidArgument: if ``path`` is no ``str`` or ``os.PathLike`` (None), or ``graph`` no graph.
+        InvalidArgument: if ``path`` is no ``str`` or ``os.PathLike`` (None), ``graph`` no graph, or
+            ``warn_other_name`` no bool.
 
     Warns (:class:`UserWarning`, one line each) when the file was written for a graph of another name
     whose op names are all the same, or for another version of this graph (the same name and op names,
@@ -495,6 +496,9 @@ def load_placement(
     from gnplace.limits import as_path, parse_json, read_file
 
     check_graph(graph)
+    if not isinstance(warn_other_name, bool | np.bool_):  # "no" warned
+        raise InvalidArgument(f"load_placement: warn_other_name must be true or false, got "
+                              f"{reprlib.repr(warn_other_name)}")
     path = as_path(path, "placement file")  # None was pathlib's TypeError
     raw = read_file(path, InvalidPlacement, "placement file")
     try:

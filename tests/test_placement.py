@@ -949,3 +949,12 @@ def test_a_placement_file_whose_cluster_is_empty_names_no_cluster(tmp_path, k80x
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidPlacement, match=r": names no cluster; give the cluster it was made for$"):
         load_placement(path, g)
+
+
+def test_load_placement_refuses_a_warn_other_name_that_is_no_bool(tmp_path, k80x2):
+    # "no" was read by its truth: the warnings it asked to leave out came
+    g = chain_graph(3)
+    path = save_placement(tmp_path / "p.json", g, Placement([0, 1, 1], k80x2))
+    with pytest.raises(InvalidArgument, match=r"^load_placement: warn_other_name must be true or false, got 'no'$"):
+        load_placement(path, g, warn_other_name="no")
+    assert load_placement(path, g, warn_other_name=np.False_).devices.tolist() == [0, 1, 1]
