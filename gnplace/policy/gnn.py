@@ -49,7 +49,7 @@ with warnings.catch_warnings():  # torch-geometric's own use of a torch API torc
     from torch_geometric.nn import MessagePassing
     from torch_geometric.utils import scatter
 
-from gnplace.limits import MAX_LAYERS, MAX_WIDTH, finite_number, is_whole
+from gnplace.limits import MAX_LAYERS, MAX_WIDTH, finite_number, is_number, is_whole
 from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, PolicyInput
 
 __all__ = ["PolicyConfig", "TidyMessagePassing", "DirectedConv", "GraphEncoder", "Encoded", "PlacementPolicy",
@@ -87,9 +87,13 @@ class PolicyConfig:
             most = MAX_LAYERS if name == "layers" else MAX_WIDTH  # a corrupt or absurd file: refused, not allocated
             if value > most:
                 raise InvalidArgument(f"the policy's {name} must be at most {most}, got {value!r}")
-        if not isinstance(self.alpha, int | float) or not finite_number(self.alpha) or self.alpha <= 0:
-            # its logarithm is a weight; an int past a float's range (a corrupt file) is no number
+            # a numpy integer kept as one made a checkpoint that save_policy wrote and load_policy refused as unsafe
+            object.__setattr__(self, name, int(value))
+        if not is_number(self.alpha) or not finite_number(self.alpha) or self.alpha <= 0:
+            # its logarithm is a weight; an int past a float's range (a corrupt file) is no number (np.float32 is one)
             raise InvalidArgument(f"the policy's alpha must be a finite number > 0, got {self.alpha!r}")
+        if type(self.alpha) not in (int, float):  # a numpy number: a plain one, as above
+            object.__setattr__(self, "alpha", float(self.alpha))
 
 
 class TidyMessagePassing(MessagePassing):

@@ -92,6 +92,21 @@ def test_a_shape_no_network_has_is_refused(bad):
         PolicyConfig(**bad)
 
 
+def test_numpy_numbers_make_a_config_of_plain_numbers_whose_checkpoint_loads(tmp_path):
+    """hidden=np.int64(8) was kept as a numpy integer: save_policy wrote the checkpoint, and load_policy refused it
+    ("not a readable checkpoint (... unsafe ...)"); alpha=np.float32(2.0) was refused as no number."""
+    import numpy as np
+
+    from gnplace.policy.checkpoint import load_policy, save_policy
+
+    config = PolicyConfig(hidden=np.int64(8), layers=np.int32(1), head=np.int64(4), alpha=np.float32(2.0))
+    assert config == PolicyConfig(hidden=8, layers=1, head=4, alpha=2.0)
+    assert [type(v) for v in (config.hidden, config.layers, config.head, config.alpha)] == [int, int, int, float]
+    assert type(PolicyConfig(alpha=3).alpha) is int  # a plain number is kept as it is
+    path = save_policy(tmp_path / "p.ckpt", PlacementPolicy(config))
+    assert load_policy(path)[0].config == config
+
+
 def test_the_lines_of_the_module_equations_carry_their_symbols():
     """As CleanRL's ppo.py (STYLE.md habit 9): each line implementing the encoder's and the head's equations names
     the docstring's symbols beside it, so that it can be checked against them (it named none)."""
