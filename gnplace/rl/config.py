@@ -196,6 +196,14 @@ class LearnerConfig:
             if value < FLOAT32_TINY:
                 raise InvalidArgument(f"{name} must be at least {FLOAT32_TINY:.2g} (float32's smallest normal "
                                       f"number; below it the policy's float32 tensors round it to 0), got {value:.4g}")
+        # numpy numbers as plain ones: a search's last.ckpt holds these settings, and one holding np.int64(4) samples
+        # or an np.float64 prior was refused by torch's weights-only load ("not a readable checkpoint") on resume
+        for name in low:
+            if type(getattr(self, name)) is not int:
+                object.__setattr__(self, name, int(getattr(self, name)))
+        for name in reals:
+            if type(getattr(self, name)) not in (int, float):
+                object.__setattr__(self, name, float(getattr(self, name)))
 
     def check_timer(self, timer: StepTimer) -> None:
         """Refuse a ``timer`` these settings cannot search with, before anything is timed.

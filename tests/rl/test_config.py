@@ -131,3 +131,21 @@ def test_risk_is_a_share_in_0_1(risk):
     with pytest.raises(InvalidArgument, match=r"need risk in \(0, 1\], got "):
         LearnerConfig(risk=risk)
     assert LearnerConfig(risk=1.0).risk == 1.0 and LearnerConfig(risk=0.25).risk == 0.25
+
+
+def test_numpy_numbers_are_kept_as_plain_ones_that_a_checkpoint_loads(tmp_path):
+    """A search given samples=np.int64(4) or prior=np.float64(6.0) wrote a last.ckpt that its resume refused: torch's
+    weights-only load takes no numpy scalar ("not a readable checkpoint (... unsafe ...)")."""
+    import dataclasses
+
+    import torch
+
+    given = dict(samples=np.int64(4), epochs=np.int32(2), hidden=np.int64(8), screen=np.int64(1), seed=np.uint64(3),
+                 lr=np.float32(0.5), prior=np.float64(6.0), entropy=np.float32(0.25), elite=np.int64(1))
+    config = LearnerConfig(**given)
+    assert config == LearnerConfig(samples=4, epochs=2, hidden=8, screen=1, seed=3, lr=0.5, prior=6.0, entropy=0.25,
+                                   elite=1.0)
+    assert all(type(getattr(config, name)) in (int, float) for name in given)
+    assert type(LearnerConfig(prior=6).prior) is int  # a plain number is kept as it is
+    torch.save(dataclasses.asdict(config), tmp_path / "c.pt")
+    assert torch.load(tmp_path / "c.pt", weights_only=True) == dataclasses.asdict(config)
