@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import reprlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from gnplace.exceptions import ExecutionFailed
+from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.optim import optimizer_of
 from gnplace.execute.program import Program, ProgramOp, refs_in, storage_in
 from gnplace.importers.trace import Ref, memory_owners, written_argument
@@ -444,7 +445,13 @@ def compile_step(step: Any) -> Program:
         >>> program = compile_step(step)
         >>> [op.target for op in program.ops][:2], program.num_nodes == step.graph.num_ops
         (['aten.t.default', 'aten.addmm.default'], True)
+
+    Raises:
+        InvalidArgument: if ``step`` is no :class:`~gnplace.importers.torch.ImportedStep` (a graph, None).
     """
+    if not (hasattr(step, "trace") and hasattr(step, "node_of_op")):  # an OpGraph or None: AttributeError ('trace')
+        raise InvalidArgument(f"compile_step needs an imported step (gnplace.importers.torch.import_step), got "
+                              f"{type(step).__name__} {reprlib.repr(step)}")
     trace = step.trace
     ops = trace.ops
     into_views = _writes_into_views_read_after(ops)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnplace.exceptions import ExecutionFailed
+from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.compiler import compile_step
 from gnplace.execute.runner import run_step
 from gnplace.importers.torch import import_step
@@ -239,3 +239,11 @@ def test_a_step_whose_backward_draws_random_numbers_is_not_compiled():
     with pytest.raises(ExecutionFailed, match=r"the step's backward draws random numbers \(aten\.bernoulli_"):
         compile_step(step)
 
+
+
+@pytest.mark.parametrize("given", [None, "step"])
+def test_what_is_no_imported_step_is_refused_in_one_line(given):
+    # an AttributeError ('trace') from inside
+    with pytest.raises(InvalidArgument, match=r"^compile_step needs an imported step \(gnplace\.importers\.torch\."
+                                              r"import_step\), got "):
+        compile_step(given)
