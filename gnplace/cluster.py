@@ -187,6 +187,12 @@ class Cluster(ReadOnlyArrays):
         latency (array-like): ``[num_devices, num_devices]`` seconds per transfer.
         name (str, optional): cluster name (default: ``"cluster"``).
 
+    Raises:
+        InvalidCluster: in one line naming the cluster, for devices that are no list of Device, none or more
+            than ``MAX_DEVICES``, a device twice or outside a cluster file's limits (:func:`_check_device`),
+            matrices of another shape or not of numbers, or a link of no positive finite bandwidth or of a
+            latency < 0 or past ``MAX_SECONDS``.
+
     Examples:
         >>> c = load_cluster("k80x2")
         >>> c

@@ -604,6 +604,10 @@ def make_placer(
     to every placer that declares the option in its ``accepts`` and is ignored by the others.
     ``None`` means "the placer's default".
 
+    Raises:
+        UnknownName: if no placer is registered under ``name``; the message lists the choices.
+        InvalidArgument: as :func:`get_placer`, for an option the placer does not take or a value it rejects.
+
     Examples:
         >>> make_placer("round_robin", budget=10)
         RoundRobinPlacer()
