@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gnplace.exceptions import InvalidArgument
 from gnplace.limits import finite_number
 from gnplace.rl.config import LearnerConfig
@@ -155,8 +157,8 @@ class PretrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (what a YAML config holds, and what checkpoints record)."""
-        return {"data": _plain(dataclasses.asdict(self.data)), "schedule": dataclasses.asdict(self.schedule),
-                "learner": dataclasses.asdict(self.learner)}
+        return {"data": _plain(dataclasses.asdict(self.data)), "schedule": _plain(dataclasses.asdict(self.schedule)),
+                "learner": _plain(dataclasses.asdict(self.learner))}
 
     def digest(self) -> str:
         """SHA-256 of :meth:`to_dict`: two runs with the same digest (and seed) train the same policy."""
@@ -169,10 +171,13 @@ RESERVED_FAMILY_NAMES = frozenset({"greedy_vs_auto", "oom", "best_vs_auto"})
 
 
 def _plain(value: Any) -> Any:
+    """``value`` as a YAML file and a weights-only checkpoint hold it: lists for tuples, Python numbers for numpy's."""
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, np.generic):  # np.int64(3) iterations: a checkpoint torch.load(weights_only=True) refuses
+        return value.item()
     return value
 
 

@@ -240,3 +240,24 @@ def test_a_list_given_as_text_drops_its_empty_items():
 def test_a_blank_data_root_is_refused_as_empty():
     with pytest.raises(InvalidArgument, match=r"^data: root is empty"):
         load_pretrain_config(overrides=['data.root="  "'])
+
+
+def test_numpy_numbers_are_recorded_as_python_numbers_a_weights_only_load_reads():
+    """A config made in Python with np.int64(3) iterations recorded it as such: checkpoints that
+    ``torch.load(weights_only=True)`` refuses, each resume "not a readable checkpoint"."""
+    import io
+
+    import numpy as np
+    import torch
+
+    from gnplace.pretrain_config import DataConfig, PretrainConfig, ScheduleConfig
+
+    config = PretrainConfig(schedule=ScheduleConfig(iterations=np.int64(3)), data=DataConfig(max_nodes=np.int64(50)))
+    recorded = config.to_dict()
+    assert type(recorded["schedule"]["iterations"]) is int and type(recorded["data"]["max_nodes"]) is int
+    buffer = io.BytesIO()
+    torch.save(recorded, buffer)
+    buffer.seek(0)
+    assert torch.load(buffer, weights_only=True) == recorded
+    assert config.digest() == PretrainConfig(schedule=ScheduleConfig(iterations=3),
+                                             data=DataConfig(max_nodes=50)).digest()
