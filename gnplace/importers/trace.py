@@ -919,6 +919,25 @@ def _rerun_reentrant() -> bool | None:
     return None
 
 
+def _reentrant_segments_in_rerun() -> list[object]:
+    """The reentrant ``torch.utils.checkpoint`` segments whose forward runs now in the innermost rerun, innermost first.
+
+    Each is told by its autograd node (``CheckpointFunction.forward``'s ``ctx``, the object its backward runs as).
+    Empty outside any rerun (or on a torch that names these functions otherwise).
+    """
+    frame: FrameType | None = sys._getframe(1)
+    made: list[object] = []
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "torch.utils.checkpoint":
+            name = frame.f_code.co_qualname
+            if name in _RERUNS:
+                return made
+            if name == "CheckpointFunction.forward" and "ctx" in frame.f_locals:
+                made.append(frame.f_locals["ctx"])
+        frame = frame.f_back
+    return []
+
+
 #: The autograd node of a reentrant ``torch.utils.checkpoint`` segment (``use_reentrant=True``), whose backward reruns
 #: the segment: made before the segment's forward ran (under ``no_grad``, which makes no node).
 _REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"
@@ -933,12 +952,12 @@ class _Recomputation:
     rerun then are the segment's calls, in their forward order, from the one the segment starts with. That one
     is, for a non-reentrant segment told by its object (:func:`_checkpoint_segment`), the first forward call of its
     module inside that segment (for a segment made anew in a rerun, as a reentrant segment's rerun makes those it
-    holds, the first call of its module that the rerun recomputed in it); else the forward call of its module
-    given the same first tensor input (the non-reentrant checkpoint gives the segment its inputs again, the
-    reentrant one a ``detach`` of each); else, of the module's forward calls, the first opened after the reentrant
-    checkpoint's node was made, or the last opened before the node that asked for the recomputation was (made
-    inside the segment). A call that does not follow the segment's order (control flow that differs) is a new call
-    of its module, numbered after its forward calls.
+    holds, the first call of its module that the rerun recomputed in it, a reentrant one told by its node); else
+    the forward call of its module given the same first tensor input (the non-reentrant checkpoint gives the
+    segment its inputs again, the reentrant one a ``detach`` of each); else, of the module's forward calls, the
+    first opened after the reentrant checkpoint's node was made, or the last opened before the node that asked for
+    the recomputation was (made inside the segment). A call that does not follow the segment's order (control flow
+    that differs) is a new call of its module, numbered after its forward calls.
     """
 
     forward: list[_ForwardCall]
@@ -948,8 +967,9 @@ class _Recomputation:
     cursor: int | None = None  # the place in ``forward`` of the call the next rerun call recomputes
     reentrant: bool | None = None  # whether the last call rerun for ``trigger`` was a reentrant segment's
     extra: dict[str, int] = field(default_factory=dict)  # new calls of each module in the backward
-    # the non-reentrant segments whose forward ran in a rerun (made anew there), each with the place in ``forward``
-    # of the first call of each module it recomputed: where that segment's own recomputation starts
+    # the segments whose forward ran in a rerun (made anew there; a non-reentrant one by its object, a reentrant one
+    # by its node), each with the place in ``forward`` of the first call of each module it recomputed: where that
+    # segment's own recomputation starts
     rerun_segments: list[tuple[object, dict[str, int]]] = field(default_factory=list)
 
     def key(self, path: str, first_input: Ref | None, node: Any) -> CallKey:
@@ -963,13 +983,16 @@ class _Recomputation:
         trigger, reentrant = (node.name(), node._sequence_nr()), _rerun_reentrant()
         if trigger != self.trigger or (reentrant and self.reentrant is False):
             self.trigger = trigger
-            self.cursor = self._start(path, self.forward_ref(first_input), node, _checkpoint_segment(recomputing=True))
+            self.cursor = self._start(path, self.forward_ref(first_input), node, _checkpoint_segment(recomputing=True),
+                                      reentrant=bool(reentrant))
         self.reentrant = reentrant
         if self.cursor is not None and self.cursor < len(self.forward) and self.forward[self.cursor].key[0] == path:
             self.cursor += 1
             segment = _checkpoint_segment(recomputing=False)
             if segment is not None:  # a non-reentrant segment made in the rerun: its own rerun comes later
                 self._rerun_places(segment).setdefault(path, self.cursor - 1)
+            for made in _reentrant_segments_in_rerun():  # reentrant ones made in the rerun, each by its node
+                self._rerun_places(made).setdefault(path, self.cursor - 1)
             return self.forward[self.cursor - 1].key
         self.cursor = None
         self.extra[path] = self.extra.get(path, 0) + 1
@@ -994,13 +1017,20 @@ class _Recomputation:
             ref = op.args[0]
         return ref
 
-    def _start(self, path: str, first_input: Ref | None, node: Any, segment: object | None = None) -> int | None:
+    def _start(self, path: str, first_input: Ref | None, node: Any, segment: object | None = None,
+               reentrant: bool = False) -> int | None:
         """The place in ``forward`` of the call of ``path`` that a segment rerun by ``node`` starts with.
 
-        ``segment``: the non-reentrant segment being recomputed, where it is known. A segment calling one module
-        twice on its own input (``b(a(h)) + a(h)``) gave that first input to both calls, and the rerun started at
-        the second: its calls were tagged with calls that never ran (``a``'s fourth of three).
+        ``segment``: the non-reentrant segment being recomputed, where it is known; ``reentrant``: whether the rerun
+        is ``node``'s own backward (a reentrant segment's). A segment calling one module twice on its own input
+        (``b(a(h)) + a(h)``) gave that first input to both calls, and the rerun started at the second: its calls were
+        tagged with calls that never ran (``a``'s fourth of three). A reentrant segment made in another reentrant
+        one's rerun (its node made then) had no call of that module opened after its node, and went on to new ones.
         """
+        if reentrant:  # a reentrant segment made in a rerun: where that rerun recomputed its first call of the module
+            made = next((places for made, places in self.rerun_segments if made is node), {})
+            if path in made:
+                return made[path]
         made = next((places for made, places in self.rerun_segments if made is segment), {})
         if path in made:  # a segment made in a rerun: where that rerun recomputed its first call of the module
             return made[path]

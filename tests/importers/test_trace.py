@@ -878,6 +878,39 @@ def test_a_nested_reentrant_rerun_given_a_detach_of_a_detach_is_the_call_it_reco
     assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
 
 
+class _ReentrantInReentrant(_Branches):
+    """``_Branches``' segment checkpointed reentrantly inside a reentrant segment that then calls ``c`` (or, unless
+    ``checkpointed``, the same calls without a checkpoint)."""
+
+    def __init__(self, checkpointed: bool = True) -> None:
+        super().__init__(reentrant=True)
+        self.c, self.checkpointed = nn.Linear(4, 4), checkpointed
+
+    def inner(self, h: torch.Tensor) -> torch.Tensor:
+        if not self.checkpointed:
+            return self.c(super().segment(h))
+        return self.c(torch.utils.checkpoint.checkpoint(super().segment, h, use_reentrant=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.checkpointed:
+            return self.inner(self.a(x)).square().sum()
+        return torch.utils.checkpoint.checkpoint(self.inner, self.a(x), use_reentrant=True).square().sum()
+
+
+def test_a_reentrant_segment_made_in_a_reentrant_rerun_recomputes_the_calls_that_rerun_recomputed():
+    """The outer rerun makes the inner segment's node anew and recomputes its ``a``, ``b``, ``a``; the inner node's
+    own rerun, given a detach of a detach of ``a``'s first output (the input of ``a``'s second and third calls), found
+    no call of ``a`` opened after its node and went on to calls that never ran (``a``'s fourth and fifth of three,
+    ``b``'s second), which got the gradients of the calls it recomputes. Each call's gradients are now its own."""
+    trace = record_training_step(_ReentrantInReentrant(), (torch.randn(2, 4),))
+    plain = record_training_step(_ReentrantInReentrant(checkpointed=False), (torch.randn(2, 4),))
+    assert trace.module_calls == plain.module_calls == {"": 1, "a": 3, "b": 1, "c": 1}
+    assert calls_of(trace, "addmm", backward=True) == [("a", 1), ("b", 0), ("a", 2), ("c", 0), ("a", 1), ("b", 0),
+                                                       ("a", 2)]
+    assert sorted(calls_of(trace, "mm", backward=True)) == sorted(calls_of(plain, "mm", backward=True))
+    assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
+
+
 class _TwoSegmentsOfOneInput(nn.Module):
     """``fc`` checkpointed twice (non-reentrant) on the same tensor: two segments that compute the same."""
 
