@@ -54,7 +54,7 @@ from gnplace.limits import (
     parse_yaml,
     read_file,
 )
-from gnplace.readonly import ReadOnlyArrays
+from gnplace.readonly import ReadOnlyArrays, ReadOnlyAttributes
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
 # MAX_SECONDS (gnplace.limits, with the other limits) stays importable from here, where clusters are checked against it
@@ -176,7 +176,7 @@ _DEVICE_PARSERS: dict[str, Callable[[Any], float]] = {
 }
 
 
-class Cluster(ReadOnlyArrays):
+class Cluster(ReadOnlyAttributes, ReadOnlyArrays):
     """Devices and the bandwidth and latency between every ordered pair of them.
 
     Args:
@@ -200,6 +200,12 @@ class Cluster(ReadOnlyArrays):
         >>> float(c.transfer_time(0, 1, 7.6e9))  # 1 s of data + 25 us latency
         1.000025
     """
+
+    _fields = ("name", "devices", "bandwidth", "latency")  # (ReadOnlyAttributes) what __init__ binds, once each
+
+    def _refusal(self, name: str) -> str:
+        what = "is read-only" if name in self._fields else "cannot be set: a cluster is immutable"
+        return f"a cluster's {name} {what} (make another with Cluster(devices, bandwidth, latency, name=...))"
 
     def __init__(self, devices: Iterable[Device], bandwidth: Any, latency: Any, *, name: str = "cluster") -> None:
         if not isinstance(name, str) or not name.strip():  # as a cluster file's name: is checked

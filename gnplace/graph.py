@@ -26,7 +26,7 @@ import numpy as np
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
-from gnplace.readonly import ReadOnlyArrays, ReadOnlyDict
+from gnplace.readonly import ReadOnlyArrays, ReadOnlyAttributes, ReadOnlyDict
 from gnplace.units import counted
 
 __all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "exact_sum", "require_ops", "check_graph"]
@@ -162,7 +162,7 @@ class _MeasuredSeconds(ReadOnlyDict[str, np.ndarray]):
                "measured seconds by graph.replace(cost_s={kind: seconds, ...})")
 
 
-class OpGraph(ReadOnlyArrays):
+class OpGraph(ReadOnlyAttributes, ReadOnlyArrays):
     """An immutable DAG of ops with their costs, colocation groups and edge sizes.
 
     Args:
@@ -209,6 +209,15 @@ class OpGraph(ReadOnlyArrays):
     """
 
     _read_only_dicts = ("cost_s",)  # its measured seconds stay read-only through pickling too
+    # (ReadOnlyAttributes) what __init__ binds; after, none is rebound (meta's contents are the user's to change)
+    _fields = ("name", "node_names", "meta", "edge_src", "edge_dst", "flops", "out_bytes", "param_bytes",
+               "edge_bytes", "op_types", "module", "phase", "op_kinds", "group", "cost_s")
+
+    def _refusal(self, name: str) -> str:
+        argument = {"edge_src": "edges", "edge_dst": "edges"}.get(name, name)
+        if name not in self._fields:  # worked out from the fields (num_groups, out_csr, ...), or no field at all
+            return f"a graph's {name} cannot be set: a graph is immutable (make another with graph.replace(...))"
+        return f"a graph's {name} is read-only: make another graph with graph.replace({argument}=...)"
 
     def __init__(
         self,

@@ -11,11 +11,11 @@ time (about 8 s for the simulator's, 2026-12-01).
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import numpy as np
 
-__all__ = ["ReadOnlyArrays", "ReadOnlyDict", "read_only"]
+__all__ = ["ReadOnlyArrays", "ReadOnlyAttributes", "ReadOnlyDict", "read_only"]
 
 
 def read_only(value: Any) -> Any:
@@ -94,3 +94,43 @@ class ReadOnlyArrays:
         for key, value in state.items():
             read_only(list(value.values()) if key in self._read_only_dicts and isinstance(value, dict) else value)
         self.__dict__.update(state)
+
+
+class ReadOnlyAttributes:
+    """A mixin that refuses to rebind or delete a public attribute once the object is made (an ``AttributeError``).
+
+    A graph's or a cluster's fields are checked when it is made, and what is kept of it reads them: its cached
+    structure, its fingerprint, a simulator's prepared arrays (kept per object). ``graph.flops = ...`` or
+    ``cluster.devices = ...`` was taken without a word, and a simulator that had timed the object went on timing
+    the old numbers. Each public name of :attr:`_fields` may be bound once, by ``__init__``; once all are,
+    no public attribute may be set. Private ones (``_``-prefixed: the object's caches) may, and unpickling and
+    copies, which fill ``__dict__`` directly, are not affected.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> chain_graph(2).name = "other"
+        Traceback (most recent call last):
+        ...
+        AttributeError: a graph's name is read-only: make another graph with graph.replace(name=...)
+    """
+
+    #: The public attributes ``__init__`` binds, once each.
+    _fields: tuple[str, ...] = ()
+
+    def _refusal(self, name: str) -> str:
+        """The message refusing to set or delete ``name`` (a subclass says how to make one with the change)."""
+        return f"{type(self).__name__}'s {name} is read-only"
+
+    if not TYPE_CHECKING:  # (mypy would let any attribute be set on a class with __setattr__, typos too)
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if not name.startswith("_"):
+                bound = self.__dict__
+                if name in bound or hasattr(type(self), name) or all(field in bound for field in self._fields):
+                    raise AttributeError(self._refusal(name))
+            object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if not name.startswith("_"):
+            raise AttributeError(self._refusal(name))
+        object.__delattr__(self, name)

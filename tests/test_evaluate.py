@@ -843,7 +843,7 @@ def test_a_saved_row_whose_options_are_not_a_json_object_is_run_again(graphs, tm
 def test_a_graph_of_a_very_long_name_leaves_a_results_file_a_rerun_reads(tmp_path):
     """A 200,000-character name (from the graph file) was a field past csv's limit: every rerun refused the folder."""
     g = mlp_training_graph(layers=2, width=64, batch=8)
-    g.name = "n" * 200_000
+    g = g.replace(name="n" * 200_000)
     save_graph(g, tmp_path / "long.gnpg")
     tasks = [Task(str(tmp_path / "long.gnpg"), "k80x2", "single")]
     evaluate(tasks, tmp_path / "out")

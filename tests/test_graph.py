@@ -862,3 +862,42 @@ def test_a_tuple_in_meta_is_a_list_so_a_saved_graph_reads_back_equal(tmp_path):
     holds_itself["self"] = holds_itself
     with pytest.raises(InvalidGraph, match=r"^graph 'graph': meta is nested too deep, or holds itself$"):
         OpGraph(["x"], meta={"loop": holds_itself})
+
+
+def test_a_graphs_attributes_are_not_rebound_or_deleted():
+    """``g.flops = ...`` was taken without a word: a simulator that had timed the graph went on timing the old
+    flops (0.005 s where the graph now took 3.2 s), its cached structure and fingerprint went stale, and
+    ``g.name = ...`` changed its hash. Each is refused in one line naming how to make the graph with the change."""
+    import copy
+    import pickle
+
+    from gnplace.cluster import load_cluster
+    from gnplace.sim.simulator import Simulator
+    from gnplace.toy import chain_graph
+
+    g, c = chain_graph(4), load_cluster("k80x2")
+    sim = Simulator()
+    before, fingerprint, hashed = sim.time(g, c, [0, 1, 0, 1]).step_time, g.fingerprint(), hash(g)
+    g.meta["note"] = "the user's"  # meta's contents are the user's to change
+    for name, value in (("flops", g.flops * 1000), ("name", "other"), ("meta", {}), ("node_names", ("a",) * 4),
+                        ("cost_s", {}), ("op_kinds", g.op_kinds)):
+        with pytest.raises(AttributeError, match=rf"^a graph's {name} is read-only: make another graph with "
+                                                 rf"graph\.replace\({name}=\.\.\.\)$"):
+            setattr(g, name, value)
+        with pytest.raises(AttributeError, match=rf"^a graph's {name} is read-only"):
+            delattr(g, name)
+    with pytest.raises(AttributeError, match=r"^a graph's edge_src is read-only: .*graph\.replace\(edges=\.\.\.\)$"):
+        g.edge_src = g.edge_dst
+    for name in ("num_groups", "out_csr", "in_bytes", "num_ops", "new_field"):  # worked out from the fields, or none
+        with pytest.raises(AttributeError, match=rf"^a graph's {name} cannot be set: a graph is immutable"):
+            setattr(g, name, 1)
+    assert sim.time(g, c, [0, 1, 0, 1]).step_time == before == Simulator().time(g, c, [0, 1, 0, 1]).step_time
+    assert g.fingerprint() == fingerprint and hash(g) == hashed and g.meta == {"note": "the user's"}
+    cached = (g.out_csr, g.in_bytes, g.num_groups)  # worked out once and kept in the graph, as before
+    assert g.out_csr is cached[0] and {"out_csr", "in_bytes", "num_groups"} <= vars(g).keys()
+    for again in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g), copy.copy(g), g.replace()):
+        assert again == g and again.fingerprint() == fingerprint
+        with pytest.raises(AttributeError, match="read-only"):
+            again.flops = g.flops
+    renamed = g.replace(name="other")
+    assert renamed.name == "other" and renamed.fingerprint() == fingerprint

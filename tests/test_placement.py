@@ -493,8 +493,7 @@ def test_placement_file_of_another_version_is_refused(tmp_path, k80x2, version):
 def test_a_placement_written_for_another_graph_warns_but_applies(tmp_path, k80x2):
     g = chain_graph(3)
     path = save_placement(tmp_path / "p.json", g, Placement([1, 0, 1], k80x2))
-    other = chain_graph(3, flops=2e9)
-    other.name = "another"
+    other = chain_graph(3, flops=2e9).replace(name="another")
     with pytest.warns(UserWarning, match=r"written for graph 'chain3', not 'another'; its op names all match"):
         assert load_placement(path, other, k80x2).devices.tolist() == [1, 0, 1]
 

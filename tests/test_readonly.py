@@ -9,7 +9,7 @@ import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.placement import Placement
-from gnplace.readonly import ReadOnlyArrays, read_only
+from gnplace.readonly import ReadOnlyArrays, ReadOnlyAttributes, read_only
 from gnplace.toy import layered_graph
 
 
@@ -77,3 +77,26 @@ class Holder(ReadOnlyArrays):
 def test_the_mixin_restores_every_attribute():
     again = pickle.loads(pickle.dumps(Holder()))
     assert again.name == "h" and again.meta == {"a": 1} and again.values.tolist() == [0, 1, 2]
+
+
+class Fields(ReadOnlyAttributes):
+    """A class of its own that mixes :class:`ReadOnlyAttributes` in."""
+
+    _fields = ("a", "b")
+
+    def __init__(self) -> None:
+        self.a = 1
+        self._cache = 0  # private: set whenever
+        self.b = 2
+
+
+def test_read_only_attributes_are_bound_once_and_private_ones_whenever():
+    value = Fields()
+    value._cache = 5
+    del value._cache
+    for name in ("a", "b", "c"):
+        with pytest.raises(AttributeError, match=rf"^Fields's {name} is read-only$"):
+            setattr(value, name, 3)
+        with pytest.raises(AttributeError, match=rf"^Fields's {name} is read-only$"):
+            delattr(value, name)
+    assert (value.a, value.b) == (1, 2)

@@ -730,7 +730,7 @@ def test_a_long_timeline_title_is_shortened_inside_the_figure(tmp_path, monkeypa
     if given:
         plot_timeline(g, result, tmp_path / "t.png", title=f"{name} on k80x2")
     else:
-        monkeypatch.setattr(g, "name", name)  # put back after
+        g = g.replace(name=name)
         plot_timeline(g, result, tmp_path / "t.png")
     fig = figures[0]
     title = fig.axes[0].title

@@ -172,7 +172,7 @@ def test_curves_of_a_graph_whose_name_is_a_path_stay_in_the_out_folder(load_scri
 
     search = load_script("benchmarks.search")
     graph = load_graph(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")
-    graph.name = "x/../../../../pwned\n\x1b[2J"
+    graph = graph.replace(name="x/../../../../pwned\n\x1b[2J")
     save_graph(graph, tmp_path / "shared.gnpg")
     out = tmp_path / "a" / "b" / "out"
     args = argparse.Namespace(graphs=[str(tmp_path / "shared.gnpg")], cluster="k80x2", placers=["annealing"],
@@ -308,8 +308,7 @@ def test_a_curves_title_draws_the_graphs_name_as_written_within_the_figure(load_
     monkeypatch.setattr(search, "save_figure", lambda fig, path: drawn.append(fig))
     names = ["a$\\frac$b", "two\nlines", "a_very_long_graph_name_" * 6]
     for k, name in enumerate(names):
-        graph = layered_graph(8, width=2, seed=0)
-        graph.name = name
+        graph = layered_graph(8, width=2, seed=0).replace(name=name)
         save_graph(graph, tmp_path / f"{k}.gnpg")
     args = argparse.Namespace(graphs=[str(tmp_path / f"{k}.gnpg") for k in range(3)], cluster="k80x4",
                               placers=["annealing"], budget=1, seed=0, out=str(tmp_path / "out"))

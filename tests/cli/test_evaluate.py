@@ -485,7 +485,7 @@ def test_the_failed_runs_line_escapes_the_names_it_quotes(tmp_path, capsys):
     from gnplace.graph_io import load_graph, save_graph
 
     graph = load_graph(EXAMPLES / "mlp2x8w2048b512.gnpg")
-    graph.name = "g\x1b[31mred\nnext"
+    graph = graph.replace(name="g\x1b[31mred\nnext")
     path = save_graph(graph, tmp_path / "evil.gnpg")
     code = main(["evaluate", "-g", str(path), "-c", "k80x2", "-p", "single,exact", "-O", "exact.max_groups=2",
                  "-j", "1", "-o", str(tmp_path / "ev")])

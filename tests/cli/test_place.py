@@ -644,8 +644,7 @@ def _outputs_naming(tmp_path, capsys, graph_name: str, cluster_yaml: str) -> dic
     from gnplace.graph_io import save_graph
     from gnplace.toy import chain_graph
 
-    graph = chain_graph(4)
-    graph.name = graph_name
+    graph = chain_graph(4).replace(name=graph_name)
     save_graph(graph, tmp_path / "g.gnpg")
     (tmp_path / "c.yaml").write_text(cluster_yaml)
     outputs = {}

@@ -585,10 +585,10 @@ def test_mean_link_costs_are_kept_for_the_last_devices_and_links_asked():
     assert mean_link_costs(c, np.arange(8)) == whole
     slower = c.latency * 2
     slower.flags.writeable = False
-    c.latency = slower
+    object.__setattr__(c, "latency", slower)  # (around the refusal of c.latency = ...)
     assert mean_link_costs(c, np.arange(8))[0] == 2 * whole[0]
     loose = load_cluster("v100x8")
-    loose.latency = np.array(loose.latency)
+    object.__setattr__(loose, "latency", np.array(loose.latency))
     first = mean_link_costs(loose, np.arange(8))
     loose.latency[0, 1] = 1.0
     assert mean_link_costs(loose, np.arange(8))[0] > first[0]

@@ -46,7 +46,7 @@ def test_baselines_print_a_graphs_and_clusters_names_as_they_are_on_one_line(tmp
     from gnplace.graph_io import load_graph, save_graph
 
     graph = load_graph(GRAPH)
-    graph.name = "g\n[red]x"
+    graph = graph.replace(name="g\n[red]x")
     save_graph(graph, tmp_path / "g.gnpg")
     (tmp_path / "c.yaml").write_text('name: "c\\n[/]"\ndevices:\n  - {name: gpu, count: 2, kind: k80}\n'
                                      "links: {default: pcie3}\n")
