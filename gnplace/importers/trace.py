@@ -496,6 +496,8 @@ def record_training_step(
     recorder = _Recorder(origin, keep, call_stack)
     forward_calls: list[_ForwardCall] = []
     rerun = _Recomputation(forward_calls, calls, recorder.ops)
+    # each non-reentrant segment a forward call ran in, by its id, with those around it (the tuple holds it alive)
+    nests: dict[int, tuple[object, ...]] = {}
     opened = [0]  # how many calls have opened, forward and rerun
 
     def pre_hook(mod: torch.nn.Module, args: Any, kwargs: Any) -> None:
@@ -506,8 +508,11 @@ def record_training_step(
         if node is None:
             calls[path] = calls.get(path, -1) + 1
             call_stack.append((path, calls[path]))
-            forward_calls.append(_ForwardCall(call_stack[-1], _SEQUENCE(), first_input,
-                                              _checkpoint_segment(recomputing=False)))
+            segment = _checkpoint_segment(recomputing=False)
+            segments = () if segment is None else nests.get(id(segment))
+            if segments is None:  # a segment's first call: what it is nested in, once (a walk of the stack)
+                segments = nests[id(segment)] = _enclosing_segments(segment)
+            forward_calls.append(_ForwardCall(call_stack[-1], _SEQUENCE(), first_input, segments))
         else:  # a checkpoint recomputing its segment: the forward call it reruns
             call_stack.append(rerun.key(path, first_input, node))
             recorder.rerun_open += 1
@@ -848,17 +853,18 @@ class _CallLog:
 
 @dataclass(frozen=True)
 class _ForwardCall:
-    """A module call of the forward: its key, the sequence number when it opened, its first tensor input, its segment.
+    """A module call of the forward: its key, the sequence number when it opened, its first tensor input, its segments.
 
-    ``segment`` is the non-reentrant ``torch.utils.checkpoint`` segment innermost around the call
-    (:func:`_checkpoint_segment`; ``None`` outside any, or where it cannot be told): the segment's own object, kept
-    alive with the call, so that no other takes its place (an ``id`` would be reused once the segment is freed).
+    ``segments`` are the non-reentrant ``torch.utils.checkpoint`` segments around the call, innermost first
+    (:func:`_checkpoint_segment`, :func:`_enclosing_segments`; empty outside any, or where it cannot be told): the
+    segments' own objects, kept alive with the call, so that no other takes their place (an ``id`` would be reused
+    once a segment is freed).
     """
 
     key: CallKey
     opened: int
     first_input: Ref | None
-    segment: object | None = None
+    segments: tuple[object, ...] = ()
 
 
 #: The saved-tensor pack hooks of ``torch.utils.checkpoint`` that hold its segment (a ``_CheckpointFrame``): the one a
@@ -899,31 +905,61 @@ def _checkpoint_segment(recomputing: bool) -> object | None:
     return held() if isinstance(held, weakref.ref) else None
 
 
+def _enclosing_segments(innermost: object) -> tuple[object, ...]:
+    """``innermost``, the non-reentrant segment running now, then the non-reentrant segments around it, outwards.
+
+    Each non-reentrant ``torch.utils.checkpoint`` call runs its segment's function while its generator, which
+    made the segment (its local ``new_frame``), waits: the stack's ``checkpoint`` frames name them, innermost
+    first. Just ``(innermost,)`` where they do not start with it (a torch that names them otherwise).
+    """
+    frame: FrameType | None = sys._getframe(1)
+    found: list[object] = []
+    while frame is not None:
+        if frame.f_code.co_name == "checkpoint" and frame.f_globals.get("__name__") == "torch.utils.checkpoint":
+            made = _segment_made_by(frame)
+            if made is not None:
+                found.append(made)
+        frame = frame.f_back
+    return tuple(found) if found and found[0] is innermost else (innermost,)
+
+
+def _segment_made_by(frame: FrameType) -> object | None:
+    """The non-reentrant segment that the ``torch.utils.checkpoint.checkpoint`` call running in ``frame`` made.
+
+    Its generator's ``new_frame``; ``None`` for a reentrant one (no generator).
+    """
+    generator = getattr(frame.f_locals.get("gen"), "gi_frame", None)
+    return generator.f_locals.get("new_frame") if generator is not None else None
+
+
 #: The functions of ``torch.utils.checkpoint`` that rerun a segment in the backward, by qualified name: a reentrant
 #: segment's node's backward (``True``), and the unpack hook that recomputes a non-reentrant segment (``False``).
 _RERUNS = {"CheckpointFunction.backward": True, "_checkpoint_hook.__init__.<locals>.unpack_hook": False}
 
 
-def _rerun_reentrant() -> bool | None:
-    """Whether the innermost rerun of a checkpointed segment running now is a reentrant segment's.
+def _rerun() -> tuple[bool | None, object | None]:
+    """Whether the innermost rerun of a checkpointed segment running now is a reentrant segment's, and what it reruns.
 
-    ``None`` where no function of :data:`_RERUNS` is running (or a torch that names them otherwise).
+    What it reruns: the reentrant segment's node (``ctx``), or the non-reentrant segment the unpack hook recomputes
+    (its closure's ``frame``). ``(None, None)`` where no function of :data:`_RERUNS` is running (or a torch that
+    names them otherwise).
     """
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__") == "torch.utils.checkpoint":
             reentrant = _RERUNS.get(frame.f_code.co_qualname)
             if reentrant is not None:
-                return reentrant
+                return reentrant, frame.f_locals.get("ctx" if reentrant else "frame")
         frame = frame.f_back
-    return None
+    return None, None
 
 
-def _reentrant_segments_in_rerun() -> list[object]:
-    """The reentrant ``torch.utils.checkpoint`` segments whose forward runs now in the innermost rerun, innermost first.
+def _segments_in_rerun() -> list[object]:
+    """The ``torch.utils.checkpoint`` segments whose forward runs now in the innermost rerun, innermost first.
 
-    Each is told by its autograd node (``CheckpointFunction.forward``'s ``ctx``, the object its backward runs as).
-    Empty outside any rerun (or on a torch that names these functions otherwise).
+    A reentrant one is told by its autograd node (``CheckpointFunction.forward``'s ``ctx``, the object its backward
+    runs as), a non-reentrant one by its own object (:func:`_segment_made_by`). Empty outside any rerun (or on a
+    torch that names these functions otherwise).
     """
     frame: FrameType | None = sys._getframe(1)
     made: list[object] = []
@@ -934,6 +970,8 @@ def _reentrant_segments_in_rerun() -> list[object]:
                 return made
             if name == "CheckpointFunction.forward" and "ctx" in frame.f_locals:
                 made.append(frame.f_locals["ctx"])
+            elif name == "checkpoint" and (segment := _segment_made_by(frame)) is not None:
+                made.append(segment)
         frame = frame.f_back
     return []
 
@@ -950,14 +988,15 @@ class _Recomputation:
     A checkpoint reruns its segment's forward while the backward runs one autograd node (the reentrant
     checkpoint's own node, or the node that first reads a tensor the non-reentrant one did not keep): the calls
     rerun then are the segment's calls, in their forward order, from the one the segment starts with. That one
-    is, for a non-reentrant segment told by its object (:func:`_checkpoint_segment`), the first forward call of its
-    module inside that segment (for a segment made anew in a rerun, as a reentrant segment's rerun makes those it
-    holds, the first call of its module that the rerun recomputed in it, a reentrant one told by its node); else
-    the forward call of its module given the same first tensor input (the non-reentrant checkpoint gives the
-    segment its inputs again, the reentrant one a ``detach`` of each); else, of the module's forward calls, the
-    first opened after the reentrant checkpoint's node was made, or the last opened before the node that asked for
-    the recomputation was (made inside the segment). A call that does not follow the segment's order (control flow
-    that differs) is a new call of its module, numbered after its forward calls.
+    is, for a non-reentrant segment told by its object (:func:`_checkpoint_segment`, or the rerun's own where a
+    segment it made anew holds the hooks), the first forward call of its module inside that segment, in a segment
+    nested in it too (for a segment made anew in a rerun, as a reentrant segment's rerun makes those it holds, the
+    first call of its module that the rerun recomputed in it or in one nested in it, a reentrant one told by its
+    node); else the forward call of its module given the same first tensor input (the non-reentrant checkpoint
+    gives the segment its inputs again, the reentrant one a ``detach`` of each); else, of the module's forward
+    calls, the first opened after the reentrant checkpoint's node was made, or the last opened before the node that
+    asked for the recomputation was (made inside the segment). A call that does not follow the segment's order
+    (control flow that differs) is a new call of its module, numbered after its forward calls.
     """
 
     forward: list[_ForwardCall]
@@ -980,18 +1019,20 @@ class _Recomputation:
         then the node's backward runs it again. That second rerun starts anew: it went on from the first, with calls
         that never ran (``a``'s fourth of three, ``b``'s second), which got the gradients of the calls it recomputes.
         """
-        trigger, reentrant = (node.name(), node._sequence_nr()), _rerun_reentrant()
+        trigger, (reentrant, rerunning) = (node.name(), node._sequence_nr()), _rerun()
         if trigger != self.trigger or (reentrant and self.reentrant is False):
             self.trigger = trigger
-            self.cursor = self._start(path, self.forward_ref(first_input), node, _checkpoint_segment(recomputing=True),
-                                      reentrant=bool(reentrant))
+            segment = _checkpoint_segment(recomputing=True)
+            if segment is None and reentrant is False:  # under the hooks of a segment made in the rerun
+                segment = rerunning
+            self.cursor = self._start(path, self.forward_ref(first_input), node, segment, reentrant=bool(reentrant))
         self.reentrant = reentrant
         if self.cursor is not None and self.cursor < len(self.forward) and self.forward[self.cursor].key[0] == path:
             self.cursor += 1
             segment = _checkpoint_segment(recomputing=False)
             if segment is not None:  # a non-reentrant segment made in the rerun: its own rerun comes later
                 self._rerun_places(segment).setdefault(path, self.cursor - 1)
-            for made in _reentrant_segments_in_rerun():  # reentrant ones made in the rerun, each by its node
+            for made in _segments_in_rerun():  # those made in the rerun around it (a reentrant one by its node)
                 self._rerun_places(made).setdefault(path, self.cursor - 1)
             return self.forward[self.cursor - 1].key
         self.cursor = None
@@ -1026,6 +1067,9 @@ class _Recomputation:
         (``b(a(h)) + a(h)``) gave that first input to both calls, and the rerun started at the second: its calls were
         tagged with calls that never ran (``a``'s fourth of three). A reentrant segment made in another reentrant
         one's rerun (its node made then) had no call of that module opened after its node, and went on to new ones.
+        A non-reentrant segment holding another (``c(checkpoint(b(a(h)) + a(h)))``) reran under the hooks of the one
+        it made anew, which named no segment, and its calls of ``a`` were all in the nested one: its rerun started
+        at the last ``a`` before ``node`` and went on to calls that never ran (``b``'s second, ``a``'s fourth).
         """
         if reentrant:  # a reentrant segment made in a rerun: where that rerun recomputed its first call of the module
             made = next((places for made, places in self.rerun_segments if made is node), {})
@@ -1035,7 +1079,7 @@ class _Recomputation:
         if path in made:  # a segment made in a rerun: where that rerun recomputed its first call of the module
             return made[path]
         candidates = [k for k, call in enumerate(self.forward) if call.key[0] == path]
-        inside = [k for k in candidates if segment is not None and self.forward[k].segment is segment]
+        inside = [k for k in candidates if any(made is segment for made in self.forward[k].segments)]
         if inside:
             return inside[0]
         same = [k for k in candidates if first_input is not None and self.forward[k].first_input == first_input]

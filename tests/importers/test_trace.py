@@ -6,6 +6,7 @@ import logging
 import re
 import threading
 import warnings
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -907,6 +908,47 @@ def test_a_reentrant_segment_made_in_a_reentrant_rerun_recomputes_the_calls_that
     assert trace.module_calls == plain.module_calls == {"": 1, "a": 3, "b": 1, "c": 1}
     assert calls_of(trace, "addmm", backward=True) == [("a", 1), ("b", 0), ("a", 2), ("c", 0), ("a", 1), ("b", 0),
                                                        ("a", 2)]
+    assert sorted(calls_of(trace, "mm", backward=True)) == sorted(calls_of(plain, "mm", backward=True))
+    assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
+
+
+class _NonReentrantNest(_Branches):
+    """``_Branches``' segment in ``levels`` nested checkpoints, non-reentrant but the outermost if ``reentrant``, each
+    but the outermost with a layer after it (``c``, then ``d``), or, unless ``checkpointed``, the same calls without."""
+
+    def __init__(self, levels: int, reentrant: bool = False, checkpointed: bool = True) -> None:
+        super().__init__(reentrant=reentrant)
+        self.c, self.d, self.levels, self.checkpointed = nn.Linear(4, 4), nn.Linear(4, 4), levels, checkpointed
+
+    def checkpoint(self, segment: Callable[[torch.Tensor], torch.Tensor], h: torch.Tensor,
+                   reentrant: bool = False) -> torch.Tensor:
+        if not self.checkpointed:
+            return segment(h)
+        return torch.utils.checkpoint.checkpoint(segment, h, use_reentrant=reentrant)
+
+    def nest(self, level: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        if level == self.levels:
+            return super().segment
+        inner, after = self.nest(level + 1), (self.c, self.d)[level - 1]
+        return lambda h: after(self.checkpoint(inner, h))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.checkpoint(self.nest(1), self.a(x), self.reentrant).square().sum()
+
+
+@pytest.mark.parametrize("levels, reentrant", [(2, False), (3, False), (3, True)])
+def test_a_non_reentrant_segment_in_a_non_reentrant_one_recomputes_the_calls_it_nests(levels, reentrant):
+    """The outer segment's recomputation runs under the hooks of the inner segment it makes anew, and its calls of
+    ``a`` were the inner segment's only: its rerun started at the last ``a`` before the node asking for it, and went
+    on to calls that never ran (``b``'s second, ``a``'s fourth), in groups no forward op is in. Each segment's rerun
+    now recomputes its own calls, nested ones included, as without the checkpoints. In a reentrant segment's rerun,
+    which makes both anew, the outer one's rerun starts where that rerun recomputed its first nested ``a``."""
+    trace = record_training_step(_NonReentrantNest(levels, reentrant), (torch.randn(2, 4),))
+    plain = record_training_step(_NonReentrantNest(levels, reentrant, checkpointed=False), (torch.randn(2, 4),))
+    assert trace.module_calls == plain.module_calls
+    forward = set(calls_of(plain, "addmm", backward=False))
+    assert set(calls_of(trace, "addmm", backward=True)) <= forward
+    assert calls_of(trace, "addmm", backward=True)[:3] == [("a", 1), ("b", 0), ("a", 2)]
     assert sorted(calls_of(trace, "mm", backward=True)) == sorted(calls_of(plain, "mm", backward=True))
     assert all(op.call[1] < trace.module_calls[op.call[0]] for op in trace.ops)
 
