@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,10 @@ from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placers import PLACERS
 from gnplace.policy.features import build_policy_input
+from gnplace.policy.placeto_gnn import PlacetoConfig
+from gnplace.rl import placeto
 from gnplace.rl.placeto import (
+    PlacetoHyper,
     PlacetoPlacer,
     estimate_starts,
     load_placeto,
@@ -23,6 +27,7 @@ from gnplace.rl.placeto import (
 )
 from gnplace.sim.costmodel import DEFAULT_COSTS
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BatchResult, StepTimer
 from gnplace.toy import chain_graph, layered_graph, mlp_training_graph, toy_cluster
 
 SMALL = dict(hidden=16, rounds=4)
@@ -460,3 +465,202 @@ def test_a_shape_within_the_limits_its_weights_do_not_fit_is_refused_before_allo
                                                 r"\[.*\], the policy needs \[.*\]\)$"):
         load_placeto(tmp_path / "huge.pt")
     assert built == [(1024, "meta")]  # shapes only: nothing of that size was allocated
+
+
+class Ledger(StepTimer):
+    """T(p) = 2 + k seconds and overflow(p) = k / 4 for k ops on device 1; records every placement timed."""
+
+    def __init__(self, cluster):
+        self.cluster, self.timed = cluster, []
+
+    def time(self, graph, cluster, placement, *, timeline=False):
+        raise NotImplementedError  # only batches are timed
+
+    def time_batch(self, graph, cluster, placements):
+        rows = np.asarray(placements)
+        self.timed.append(rows.copy())
+        k = (rows == 1).sum(axis=1).astype(float)
+        cap = cluster.memory
+        peak = np.stack([np.zeros_like(k), cap[1] + k / 4 * cap.max()], axis=1)
+        return BatchResult(2.0 + k, np.zeros_like(peak), peak, k > 0)
+
+
+def test_rewards_are_drops_of_the_normalised_cost_and_returns_their_discounted_sums():
+    g, c = chain_graph(3), toy_cluster(2)
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    n, lam, gamma = problem.num_groups, 2.0, 0.5
+    net = placeto._network(PlacetoConfig(num_devices=2, hidden=8, rounds=2), 0)
+    ledger = Ledger(c)
+    start = np.array([[0] * n, [1] * n])  # T(p_0) = 2 and 2 + num_ops: the normalisation differs per episode
+    ep = placeto._play(net, problem, start, passes=2, rng=np.random.default_rng(0), timer=ledger, penalty=lam,
+                       gamma=gamma)
+    length = 2 * n
+    assert len(ledger.timed) == 1 + length  # c(p_0), then c(p_{t+1}) after each step
+    k = np.array([(rows == 1).sum(axis=1) for rows in ledger.timed], dtype=float)  # [L + 1, B]
+    cost = (2.0 + k) / (2.0 + k[0]) + lam * k / 4  # c(p) = T(p) / T(p_0) + lambda over(p)
+    reward = cost[:-1] - cost[1:]  # r_t = c(p_t) - c(p_{t+1})
+    expected = np.array([sum(gamma ** (u - t) * reward[u] for u in range(t, length)) for t in range(length)])
+    assert ep.returns == pytest.approx(expected)
+    assert ep.final_cost == pytest.approx(cost[-1])
+    undiscounted = placeto._play(net, problem, start, passes=1, rng=np.random.default_rng(1), timer=Ledger(c),
+                                 penalty=lam)
+    assert undiscounted.returns is not None and undiscounted.final_cost is not None
+    c0 = 1.0 + lam * k[0] / 4  # gamma = 1: R_0 = c(p_0) - c(p_L)
+    assert undiscounted.returns[0] == pytest.approx(c0 - undiscounted.final_cost)
+
+
+def test_visited_marks_this_sweeps_groups_and_is_reset_at_each_sweep():
+    g, c = chain_graph(3), toy_cluster(2)
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    n, d = problem.num_groups, 2
+    net = placeto._network(PlacetoConfig(num_devices=d, hidden=8, rounds=2), 0)
+    ep = placeto._play(net, problem, np.zeros((1, n), dtype=np.int64), passes=2, rng=np.random.default_rng(0),
+                       timer=Ledger(c))
+    assert ep.states is not None
+    visited = ep.states[..., 2 + d].numpy()  # [L, B, N]: the column after the device one-hot
+    node_group = problem.node_group
+    for t in range(2 * n):
+        done = set(ep.steps[t - t % n:t].tolist())  # groups decided earlier in this sweep
+        assert visited[t, 0].tolist() == [float(int(x) in done) for x in node_group], t
+
+
+def _episodes(problem, net, returns):
+    ep = placeto._play(net, problem, np.zeros((returns.shape[1], problem.num_groups), dtype=np.int64), passes=1,
+                       rng=np.random.default_rng(0), timer=Ledger(problem.inp.cluster))
+    ep.returns = returns
+    return ep
+
+
+def _objective(net, problem, ep, advantage, entropy):
+    """-(1 / BL) sum (R - bar R) log pi(a | s) - c_H / (BL) sum H(pi(. | s)), and its two terms."""
+    length, count = ep.actions.shape
+    x = ep.states.reshape(-1, *ep.states.shape[2:])
+    logp = torch.log_softmax(net(x, problem.edge_index, *placeto._masks(problem, ep.steps, count)), -1)
+    logp = logp.view(length, count, -1)
+    chosen = logp.gather(-1, torch.as_tensor(ep.actions)[..., None]).squeeze(-1)
+    pg = -(torch.as_tensor(advantage, dtype=torch.float32) * chosen).sum() / (length * count)
+    ent = -(logp.exp() * logp).sum() / (length * count)
+    return pg - entropy * ent, float(pg.detach()), float(ent.detach())
+
+
+def test_the_update_is_reinforce_with_a_windowed_per_step_baseline_and_a_geometric_learning_rate():
+    g, c = chain_graph(3), toy_cluster(2)
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    hyper = PlacetoHyper(hidden=8, rounds=2, entropy=0.1, clip=1e9, baseline_window=3, lr=1e-3, lr_end=1e-4)
+    net = placeto._network(PlacetoConfig(num_devices=2, hidden=8, rounds=2), 0)
+    net.train()
+    learner = placeto._Learner(net, hyper, total_updates=3)
+    length = problem.num_groups
+    r1 = np.arange(2 * length, dtype=float).reshape(length, 2) ** 2 / 7  # [L, B]
+    r2 = -np.arange(2 * length, dtype=float).reshape(length, 2) / 3 + 1
+    baselines = [r1.mean(axis=1), (r1[:, 1] + r2[:, 0] + r2[:, 1]) / 3]  # the last 3 episodes, this update's included
+    for returns, baseline, lr in zip((r1, r2), baselines, (1e-3, 1e-3 * 0.1 ** 0.5)):
+        ep = _episodes(problem, net, returns)
+        ref = copy.deepcopy(net)
+        loss, pg, ent = _objective(ref, problem, ep, returns - baseline[:, None], 0.1)
+        loss.backward()
+        info = learner.update(problem, ep, key=0)
+        assert info["losses/policy"] == pytest.approx(pg, rel=1e-5, abs=1e-7)
+        assert info["losses/entropy"] == pytest.approx(ent, rel=1e-5)
+        assert info["lr"] == pytest.approx(lr)
+        for mine, theirs in zip(net.parameters(), ref.parameters()):  # the gradient of L(theta), unclipped
+            assert mine.grad is not None and theirs.grad is not None
+            assert torch.allclose(mine.grad, theirs.grad, rtol=1e-4, atol=1e-7)
+    learner.updates = 2
+    assert learner.learning_rate() == pytest.approx(1e-4)  # lr_end at the last update
+    ep = _episodes(problem, net, r1)  # another graph: its own baseline, from its own episodes only
+    _, pg, _ = _objective(copy.deepcopy(net), problem, ep, r1 - r1.mean(axis=1)[:, None], 0.1)
+    assert learner.update(problem, ep, key=1)["losses/policy"] == pytest.approx(pg, rel=1e-5, abs=1e-7)
+
+
+def test_pretraining_keeps_one_baseline_per_graph(monkeypatch):
+    keys = []
+    update = placeto._Learner.update
+
+    def recorded(self, problem, episodes, key):
+        keys.append(key)
+        return update(self, problem, episodes, key)
+
+    monkeypatch.setattr(placeto._Learner, "update", recorded)
+    placeto.pretrain_placeto([chain_graph(2), chain_graph(3)], toy_cluster(2), episodes=3, batch=1, hidden=4,
+                             rounds=1)
+    assert keys == [0, 1, 0]
+
+
+def test_the_gradient_norm_is_clipped():
+    g, c = chain_graph(3), toy_cluster(2)
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    net = placeto._network(PlacetoConfig(num_devices=2, hidden=8, rounds=2), 0)
+    learner = placeto._Learner(net, PlacetoHyper(hidden=8, rounds=2, clip=1e-6), total_updates=1)
+    returns = np.arange(2 * problem.num_groups, dtype=float).reshape(problem.num_groups, 2)
+    info = learner.update(problem, _episodes(problem, net, returns), key=0)
+    norm = torch.sqrt(sum((p.grad ** 2).sum() for p in net.parameters() if p.grad is not None))
+    assert info["grad_norm"] > 1e-6 and float(norm) == pytest.approx(1e-6, rel=1e-3)
+
+
+class Fixed(torch.nn.Module):
+    """A policy whose logits are ``logits`` in every state."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = torch.tensor(logits, dtype=torch.float32)
+
+    def forward(self, x, edge_index, *masks):
+        return self.logits.expand(x.shape[0], -1)
+
+
+def test_greedy_steps_take_the_argmax_and_sampled_ones_follow_the_softmax():
+    g, c = chain_graph(3), toy_cluster(3)
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    start = np.zeros((1, problem.num_groups), dtype=np.int64)
+    greedy = placeto._play(Fixed([0.0, 5.0, 1.0]), problem, start, passes=1, rng=np.random.default_rng(0),
+                           greedy=True)
+    assert greedy.final.tolist() == [[1] * problem.num_groups]
+    many = np.zeros((4000, problem.num_groups), dtype=np.int64)
+    drawn = placeto._play(Fixed([0.0, np.log(2.0), np.log(5.0)]), problem, many, passes=1,
+                          rng=np.random.default_rng(0)).final
+    assert np.bincount(drawn.ravel(), minlength=3) / drawn.size == pytest.approx([0.125, 0.25, 0.625], abs=0.01)
+
+
+def test_the_list_schedule_runs_one_node_at_a_time_per_device():
+    from gnplace.graph import OpGraph
+
+    g, c = OpGraph(["a", "b", "c"], [], flops=[1e9, 2e9, 3e9]), toy_cluster(2)  # no edges: only devices wait
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    order, seconds = problem.inp.order, problem.op_time[:, 0]
+    start = placeto.estimate_starts(problem, np.zeros((1, problem.num_nodes), dtype=np.int64))[0]
+    assert start[order] == pytest.approx(np.concatenate([[0.0], np.cumsum(seconds[order])[:-1]]))
+
+
+def test_a_budget_of_one_episode_and_one_more_trains_once_then_refines_greedily():
+    g, c = chain_graph(3), toy_cluster(2)
+    per_episode = 1 + prepare_problem(g, c, cost_model=DEFAULT_COSTS).num_groups
+    placer = PlacetoPlacer(budget=per_episode + 1, hidden=4, rounds=1)
+    placer.place(g, c, seed=0)
+    assert (placer.last_updates, placer.last_episodes, placer.last_evaluations) == (1, 2, per_episode + 1)
+    placer = PlacetoPlacer(budget=4 * per_episode + 1, episodes=4, hidden=4, rounds=1)
+    placer.place(g, c, seed=0)  # one update of the 4 episodes, then the greedy one
+    assert (placer.last_updates, placer.last_episodes, placer.last_evaluations) == (1, 5, 4 * per_episode + 1)
+
+
+def test_a_bad_baseline_window_is_refused():
+    with pytest.raises(InvalidArgument, match="baseline_window >= 1"):
+        placeto.pretrain_placeto([chain_graph(2)], toy_cluster(2), episodes=1, baseline_window=0)
+
+
+def test_the_defaults_are_the_documented_ones():
+    assert PlacetoHyper() == PlacetoHyper(batch=4, hidden=32, rounds=8, lr=1e-3, lr_end=1e-4, entropy=0.01, clip=1.25,
+                                          max_nodes=128, oom_penalty=4.0, passes=1, baseline_window=16, gamma=1.0)
+
+
+def test_pretraining_reports_the_mean_final_cost_of_each_graphs_last_window_of_episodes():
+    c = toy_cluster(2)
+    ledger = Ledger(c)
+    model = placeto.pretrain_placeto([chain_graph(2)], c, episodes=3, batch=1, baseline_window=2, hidden=4,
+                                     rounds=1, timer=ledger)
+    length = 1 + len(ledger.timed) // 3 - 1  # 1 + L timings an episode
+    finals = []
+    for e in range(3):
+        k0, k = ((ledger.timed[e * length + i] == 1).sum() for i in (0, length - 1))
+        finals.append((2.0 + k) / (2.0 + k0) + 4.0 * k / 4)  # c(p_L), oom_penalty 4
+    assert model.meta["final_cost"] == pytest.approx([np.mean(finals[1:])])
