@@ -156,3 +156,50 @@ def test_a_bad_lr_decay_is_refused_with_the_interval_it_is_checked_against(lr_de
     with pytest.raises(InvalidArgument, match=r"^HierarchicalPlacer: lr_decay must be in \(0, 1\], got "):
         HierarchicalPlacer(lr_decay=lr_decay)
     assert HierarchicalPlacer(lr_decay=1.0).lr_decay == 1.0  # no decay: still taken
+
+
+def test_explicit_groups_are_capped_at_the_units():
+    from gnplace.rl.comparator import SequenceProblem
+    from gnplace.toy import chain_graph, toy_cluster
+
+    problem = SequenceProblem.build(chain_graph(3), toy_cluster(2), Simulator(), 10, max_nodes=256, seed=0)
+    assert problem.units == 3
+    assert HierarchicalPlacer(groups=50).groups_for(problem) == 3 == HierarchicalPlacer().groups_for(problem)
+    assert HierarchicalPlacer(groups=2).groups_for(problem) == 2
+
+
+def test_the_clip_and_the_baselines_decay_are_the_ones_given(two_chains, monkeypatch):
+    import torch
+
+    from gnplace.rl import hierarchical
+
+    clips, decays = [], []
+    clip_grad_norm = torch.nn.utils.clip_grad_norm_
+
+    def recorded(parameters, max_norm, *args, **kwargs):
+        clips.append(max_norm)
+        return clip_grad_norm(parameters, max_norm, *args, **kwargs)
+
+    class Baseline(hierarchical.MovingBaseline):
+        def __init__(self, decay=0.9):
+            decays.append(decay)
+            super().__init__(decay)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recorded)
+    monkeypatch.setattr(hierarchical, "MovingBaseline", Baseline)
+    placer = HierarchicalPlacer(budget=32, clip=0.25, decay=0.5, **SMALL)
+    placer.place(two_chains(4), load_cluster("k80x2"), seed=0)
+    assert clips == [0.25] * placer.last_updates and placer.last_updates == 2 and decays == [0.5]
+
+
+def test_hierarchical_update_bytes_follows_its_formula():
+    from gnplace.policy.grouper import Grouper
+    from gnplace.rl.comparator import seq2seq_update_bytes
+    from gnplace.rl.hierarchical import hierarchical_update_bytes
+
+    s, k, b, d, f, gh = 5, 3, 2, 2, 7, 6
+    grouper = f * gh + gh + gh * k + k
+    assert sum(p.numel() for p in Grouper(f, k, gh).parameters()) == grouper
+    placer = seq2seq_update_bytes(k, b, d, hidden=4, layers=1, in_features=f + 1 + k, batched_encoder=True)
+    expected = placer + 16 * grouper + 4 * (3 * b * k * (k + f + 1) + 6 * s * k + 3 * s * gh)
+    assert hierarchical_update_bytes(s, k, b, d, hidden=4, layers=1, grouper_hidden=gh, in_features=f) == expected
