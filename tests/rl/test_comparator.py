@@ -22,7 +22,7 @@ from gnplace.rl.comparator import (
 from gnplace.rl.config import FLOAT32_MAX
 from gnplace.rl.rnn_pg import RnnPGPlacer
 from gnplace.sim.simulator import Simulator
-from gnplace.toy import chain_graph, mlp_training_graph, toy_cluster
+from gnplace.toy import chain_graph, layered_graph, mlp_training_graph, toy_cluster
 from tests.rl.update_limit import assert_refused_before_building, policy_features
 
 
@@ -149,6 +149,7 @@ def test_an_overflowing_best_is_repaired_outside_the_budget(heavy_groups, small_
         assert not result.is_oom and sorted(p.devices.tolist()) == [0, 1, 2]
         # the curve ends at the placement returned, not at the overflowing best (it did after a repair)
         assert placer.last_history[-1] == (1, pytest.approx(result.step_time))
+        assert placer.last_step == pytest.approx(result.step_time)  # the step of the placement returned
         repaired += placer.last_repair_evaluations > 0
     assert repaired >= 1
 
@@ -268,3 +269,50 @@ def test_each_placers_docstring_states_the_reward_it_computes():
     assert sqrt_reward(np.array([8.0]), np.array([False]), 2.0)[0] == pytest.approx(-2.0)
     for module in (rnn_pg, hierarchical, spotlight):
         assert module.__doc__ is not None and ":math:`R = -\\sqrt{T / T_{ser}}`" in module.__doc__, module.__name__
+
+
+def test_the_action_at_each_position_of_the_sequence_places_that_positions_group():
+    g, c = layered_graph(30, seed=1), load_cluster("k80x2")
+    problem = SequenceProblem.build(g, c, Simulator(), 10, max_nodes=1000, seed=0)
+    assert problem.order.tolist() != list(range(problem.units))  # the sequence is not the groups' numbering
+    actions = np.eye(problem.units, dtype=np.int64)  # sample i: position i on device 1, the rest on device 0
+    per_group = np.zeros_like(actions)
+    per_group[np.arange(problem.units), problem.order] = 1  # position i is group order[i]
+    assert np.array_equal(problem.devices(actions), problem.inp.expand(per_group))
+
+
+def test_score_records_the_mean_sqrt_reward_of_each_batch():
+    g, c = chain_graph(4), toy_cluster(2)
+    problem = SequenceProblem.build(g, c, Simulator(), 10, max_nodes=256, seed=0)
+    actions = np.array([[0] * problem.units, [0, 1] * (problem.units // 2)])
+    result, rewards = problem.score(actions)
+    expected = -np.sqrt(result.step_time / problem.serial)  # R = -sqrt(T / T_ser), nothing overflows
+    assert not result.oom.any() and rewards == pytest.approx(expected)
+    assert problem.mean_rewards == [pytest.approx(expected.mean())]
+
+
+def test_seq2seq_update_bytes_follows_its_formula():
+    from gnplace.rl.comparator import seq2seq_parameters, seq2seq_update_bytes
+
+    s, b, d, h, layers = 6, 3, 2, 8, 2
+    weights = 16 * seq2seq_parameters(5, d, h, layers)
+    for batched, lstm in ((False, 8 * layers), (True, 16 * layers)):  # 8 L (1 + [batched]) H
+        expected = weights + 4 * b * s * (3 * s + (24 + lstm) * h + 8 * d)
+        assert seq2seq_update_bytes(s, b, d, hidden=h, layers=layers, in_features=5,
+                                    batched_encoder=batched) == expected
+
+
+def test_the_rate_and_sign_checks_refuse_just_past_their_bounds():
+    from gnplace.rl.comparator import MAX_LR, check_rate
+
+    check_rate("me", lr=MAX_LR)
+    with pytest.raises(InvalidArgument, match="lr must be at most"):
+        check_rate("me", lr=2 * MAX_LR)
+    check_nonnegative("me", noise=0.0)
+    with pytest.raises(InvalidArgument, match="noise must be >= 0"):
+        check_nonnegative("me", noise=-1e-9)
+
+
+def test_a_huge_int_is_shown_by_its_length_in_a_refusal():
+    with pytest.raises(InvalidArgument, match=r"got a number of 31 digits$"):
+        check_positive("me", x=-10**30)
