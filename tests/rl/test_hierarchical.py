@@ -203,3 +203,26 @@ def test_hierarchical_update_bytes_follows_its_formula():
     placer = seq2seq_update_bytes(k, b, d, hidden=4, layers=1, in_features=f + 1 + k, batched_encoder=True)
     expected = placer + 16 * grouper + 4 * (3 * b * k * (k + f + 1) + 6 * s * k + 3 * s * gh)
     assert hierarchical_update_bytes(s, k, b, d, hidden=4, layers=1, grouper_hidden=gh, in_features=f) == expected
+
+
+def test_the_placers_adjacency_reads_group_edges_in_sequence_positions(monkeypatch):
+    from gnplace.policy import grouper
+    from gnplace.policy.seq2seq import group_edges
+    from gnplace.rl.comparator import SequenceProblem
+    from gnplace.toy import layered_graph
+
+    g, c = layered_graph(30, seed=1), load_cluster("k80x2")
+    problem = SequenceProblem.build(g, c, Simulator(), 16, max_nodes=256, seed=0)
+    order = problem.order.tolist()
+    assert order != sorted(order)  # sequence positions are not group numbers here
+    expected = [(order.index(u), order.index(v)) for u, v in np.asarray(group_edges(problem.inp)).reshape(-1, 2)]
+    seen = []
+    group_inputs = grouper.group_inputs
+
+    def recorded(x, grouping, groups, edges):
+        seen.append(edges.tolist())
+        return group_inputs(x, grouping, groups, edges)
+
+    monkeypatch.setattr(grouper, "group_inputs", recorded)
+    HierarchicalPlacer(budget=16, samples=16, hidden=8, layers=1).place(g, c, seed=0)
+    assert seen and all(edges == [list(e) for e in expected] for edges in seen)
