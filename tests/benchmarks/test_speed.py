@@ -84,3 +84,21 @@ def test_a_command_killed_before_it_reports_its_peak_prints_a_json_line_with_nul
         raise ValueError(f"{constant} is not JSON")
 
     assert [json.loads(line, parse_constant=refuse)["peak_rss_mib"] for line in lines] == [None, None]
+
+
+def test_memory_exits_1_naming_each_command_that_failed(load_script, capsys, monkeypatch, tmp_path):
+    """A command that failed (here killed, as for memory) was a row like the others and the benchmark exited 0."""
+    import subprocess
+
+    from gnplace.toy import chain_graph
+
+    bench = load_script("bench")
+    speed = load_script("benchmarks.speed")
+    monkeypatch.setattr(speed, "large_graph", lambda ops, cache: chain_graph(3))
+    monkeypatch.setattr(subprocess, "run", lambda a, **k: subprocess.CompletedProcess(a, -9 if "auto" in a else 0, "", ""))
+    assert bench.main(["memory", "--ops", "3", "--clusters", "k80x2", "--placers", "single", "auto",
+                       "--cache", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "place -p auto on 3 ops and k80x2 failed with exit status -9" in err and "single" not in err
+    monkeypatch.setattr(subprocess, "run", lambda a, **k: subprocess.CompletedProcess(a, 0, "", ""))
+    assert bench.main(["memory", "--ops", "3", "--clusters", "k80x2", "--placers", "single", "--cache", str(tmp_path)]) == 0
