@@ -11,7 +11,11 @@ from gnplace.sim._kernel import longest_path, simulate_many, simulate_step
 
 
 def frozen(array: np.ndarray) -> np.ndarray:
-    """``array`` made read-only, as the simulator passes it: numba then reuses the simulator's compiled kernel."""
+    """``array`` made read-only, as the simulator passes it: numba then reuses the simulator's compiled kernel.
+
+    A writable array where the simulator's is read-only is another type, which numba compiled again in each test
+    worker: 17 s for ``simulate_step`` on a fresh install (2026-12-07), more than every other test of this module.
+    """
     array.flags.writeable = False
     return array
 
@@ -40,7 +44,7 @@ def step(placement, cost, out_bytes, edges, *, param_bytes=None, bandwidth=100.0
         np.asarray(placement, dtype=np.int64), np.asarray(cost, dtype=np.float64), np.arange(d), out_bytes,
         np.zeros(n) if param_bytes is None else np.asarray(param_bytes, dtype=np.float64),
         out_ptr, out_dst, out_eb, in_ptr, in_src,
-        np.full((d, d), 1.0 / np.asarray(bandwidth, dtype=np.float64)), frozen(np.full((d, d), latency)), mode,
+        frozen(np.full((d, d), 1.0 / np.asarray(bandwidth, dtype=np.float64))), frozen(np.full((d, d), latency)), mode,
         channel_inv_bw, op_gap, xfer_gap, np.full(d, msg_cpu, dtype=np.float64),
     )
 
@@ -260,7 +264,7 @@ def test_simulate_many_equals_simulate_step_row_by_row():
     out_bytes = rng.uniform(10.0, 200.0, size=n)
     param_bytes = rng.uniform(0.0, 50.0, size=n)
     out_ptr, out_dst, out_eb, in_ptr, in_src = csr(n, edges, [out_bytes[u] for u, _ in edges])
-    inv_bw = np.array([[0.0, 0.01], [0.02, 0.0]])
+    inv_bw = frozen(np.array([[0.0, 0.01], [0.02, 0.0]]))
     lat = frozen(np.array([[0.0, 0.1], [0.3, 0.0]]))
     placements = np.array(list(itertools.product(range(d), repeat=n)), dtype=np.int64)
     for mode, op_gap, xfer_gap in ((0, 0.0, 0.0), (1, 0.05, 0.1)):
