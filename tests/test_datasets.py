@@ -116,6 +116,7 @@ def test_a_smaller_run_after_an_interrupted_larger_one_leaves_only_its_dataset(t
                                               "ptb_notes.gnpg"]
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_graphs_of_another_seed_beyond_this_runs_count_are_kept_unless_overwritten(tmp_path):
     """``generate -s 0 -n 1`` into a folder with seed-3 graphs at other indices deleted them as its own leftovers."""
     other = generate_graph("ptb", 0, seed=3)[0]
@@ -127,6 +128,7 @@ def test_graphs_of_another_seed_beyond_this_runs_count_are_kept_unless_overwritt
     assert sorted(folder_bytes(tmp_path)) == ["manifest.json", "ptb_000.gnpg"]
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_other_seed_gives_other_graphs(tmp_path):
     g1, _ = generate_graph("ptb", 0, seed=1)
     g2, _ = generate_graph("ptb", 0, seed=2)
@@ -138,6 +140,7 @@ def test_unknown_family_lists_choices(tmp_path):
         generate_dataset("imagenet", 1, tmp_path)
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_impossible_size_range_is_a_clear_error():
     with pytest.raises(GnplaceError, match="ptb: no graph with 1..2 ops"):
         generate_graph("ptb", 0, min_ops=1, max_ops=2, max_draws=1)
@@ -197,6 +200,7 @@ def test_a_manifest_naming_graphs_outside_its_folder_is_refused(tmp_path):
     assert collect_graphs([str(folder)]) == [folder / "own.gnpg", folder / "sub" / "deeper.gnpg"]
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_generate_replaces_links_in_its_folder_never_writing_through_them(tmp_path):
     """A shared folder's ptb_000.gnpg linked to a file elsewhere had it overwritten by the graph; a manifest.json
     linked to a path that did not exist created a file there."""
@@ -259,6 +263,7 @@ def test_generate_graph_names_a_bad_seed_or_index(index, seed):
         generate_graph("ptb", index, seed=seed)
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_made(tmp_path):
     with pytest.raises(UnknownName, match="unknown family 'foo'"):
         generate_dataset("foo", 2, tmp_path / "a")
@@ -377,6 +382,7 @@ def test_a_manifest_that_is_a_pipe_is_one_error_not_a_hang(tmp_path):
         load_manifest(folder)
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_an_overwrite_deletes_only_the_replaced_datasets_graph_files(tmp_path):
     """A manifest listing itself and notes.txt: the overwrite deleted the manifest it had just written and the notes;
     a listed folder failed the run after all its work ("cannot write ...: Is a directory")."""
