@@ -319,11 +319,15 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
 def terminate_workers(pool: ProcessPoolExecutor) -> None:
     """End the worker processes of ``pool`` (a ``ProcessPoolExecutor``) now, tasks under way included.
 
-    Terminated, not cancelled: the pool marks its pending futures broken (cancelling them too races with
+    Killed, not cancelled: the pool marks its pending futures broken (cancelling them too races with
     that, and the pool's thread prints an ``InvalidStateError``). Shut the pool down afterwards.
+
+    SIGKILL, not SIGTERM: a task that runs under Lightning (the ``ppo`` and ``reinforce`` searches) takes a SIGTERM
+    as "save, then stop after this iteration", returns its placement and goes on to the next task, so that a Ctrl-C
+    to ``gnplace evaluate -j 2 -p ppo`` waited in the pool's shutdown for every task of the run.
     """
     for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.terminate()
+        process.kill()
 
 
 def _start_worker(parent: int, ignore_interrupts: bool, threads: int) -> None:

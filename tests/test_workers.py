@@ -429,3 +429,31 @@ def test_torch_threads_in_threads_at_once_give_every_thread_the_callers_count_ba
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["3", "3", "3"]
+
+
+def _deaf_to_sigterm(arg: tuple[str, int]) -> int:
+    """Task ``i``: takes SIGTERM as a search under Lightning does (it saves and goes on), then works for a minute."""
+    folder, i = arg
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    Path(folder, f"started{i}").touch()
+    time.sleep(60.0)
+    return i
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_a_stopped_run_ends_workers_whose_tasks_take_sigterm_and_go_on(tmp_path, stop):
+    """A Ctrl-C to ``gnplace evaluate -j 2 -p ppo`` waited for every task of the run: the workers were ended with
+    SIGTERM, which a ppo search under Lightning takes as "save, then stop after this iteration"."""
+    import multiprocessing
+
+    from gnplace.workers import task_mapper
+
+    began = time.monotonic()
+    with pytest.raises(stop), task_mapper(2) as mapper:
+        mapper(_deaf_to_sigterm, [(str(tmp_path), i) for i in range(4)])
+        while len(list(tmp_path.glob("started*"))) < 2 and time.monotonic() - began < 60:
+            time.sleep(0.05)  # both workers in a task, deaf to SIGTERM
+        raise stop("stop")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started0", "started1"]
+    assert time.monotonic() - began < 50 and multiprocessing.active_children() == []
+
