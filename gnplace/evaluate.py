@@ -832,8 +832,8 @@ def _run_in_workers(
 ) -> None:
     """Run ``todo`` in ``workers`` processes, handing each result to ``record`` in task order.
 
-    When the run stops (Ctrl-C, a failure, a worker killed), the workers are stopped and the results of the
-    tasks that finished out of order are handed to ``save``.
+    When the run stops (Ctrl-C, a SIGTERM, a failure, a worker killed), the workers are stopped and the results of
+    the tasks that finished out of order are handed to ``save``.
 
     Raises:
         BrokenProcessPool: if a worker process died (killed for memory, by a signal), once the results are saved.
@@ -841,7 +841,7 @@ def _run_in_workers(
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
 
-    from gnplace.workers import process_pool, terminate_workers
+    from gnplace.workers import process_pool, sigterm_as_interrupt, terminate_workers
 
     def save_finished(start: int) -> None:
         """Save the results of the tasks from ``start`` on that finished (out of order) before the run stopped."""
@@ -856,10 +856,11 @@ def _run_in_workers(
     futures: list[Future[tuple[Row, Placement | None]]] = [pool.submit(_run_keyed, item, added) for item in todo]
     taken = 0  # futures whose results were handed to record (in order; never cancelled, see below)
     try:
-        for item, future in zip(todo, futures, strict=True):
-            result = future.result()
-            taken += 1
-            record(item, result)
+        with sigterm_as_interrupt():  # a SIGTERM stops the workers and saves what finished, as Ctrl-C
+            for item, future in zip(todo, futures, strict=True):
+                result = future.result()
+                taken += 1
+                record(item, result)
     except BrokenProcessPool:  # a worker was killed: save what finished, and the caller says so
         save_finished(taken)
         raise

@@ -86,7 +86,9 @@ class ExecutionFailed(GnplaceError):
 
 
 class Terminated(KeyboardInterrupt):
-    """A run under Lightning stopped on SIGTERM, after saving what it had done (as it stops on Ctrl-C).
+    """A run stopped on SIGTERM, after saving what it had done (as it stops on Ctrl-C).
+
+    Under Lightning, or while worker processes ran (:func:`~gnplace.workers.sigterm_as_interrupt`).
 
     A ``KeyboardInterrupt``, so that whatever a caller does on Ctrl-C (keep the best placement, stop its
     workers) it does on SIGTERM too; the command line reports it as one line and exits 143 (128 + 15).

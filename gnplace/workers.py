@@ -31,7 +31,8 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "check_main_guarded", "is_launched_rank",
-           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_kept", "threads_per_worker",
+           "limit_threads", "process_pool", "sigterm_as_interrupt", "task_mapper", "terminate_workers", "threads_kept",
+           "threads_per_worker",
            "torch_threads", "set_torch_threads_here", "THREAD_VARIABLES",
            "watch_parent",
            "RANK_VARIABLES", "stray_ranks_hidden"]
@@ -270,6 +271,35 @@ def _is_name_check(node: ast.AST, line: int) -> bool:
 
 
 @contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the body runs, a first SIGTERM raises :class:`~gnplace.exceptions.Terminated` (a ``KeyboardInterrupt``).
+
+    For the bodies that run worker processes. By default a SIGTERM (``kill``, ``timeout``, a scheduler's stop)
+    ended the process at once: the results its workers had finished out of order went unsaved, and
+    multiprocessing's resource tracker printed a warning of "leaked semaphore objects". Raised, it stops the
+    workers and saves what finished, as Ctrl-C does; the command line reports it in one line and exits 143. A
+    second SIGTERM ends the process at once, as before. Nothing changes outside the main thread, or where a handler
+    other than the default is set (Lightning's during a fit, which composes the handlers it finds; a caller's).
+    """
+    from gnplace.exceptions import Terminated
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM, while the workers stop: at once
+        raise Terminated("SIGTERM")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is stop:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextmanager
 def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
     """``map`` over up to ``jobs`` workers (:func:`process_pool`, closed on exit), or the built-in ``map`` for one job.
 
@@ -303,7 +333,8 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
         return (future.result() for future in futures)
 
     try:
-        yield mapper
+        with sigterm_as_interrupt():  # a SIGTERM stops the workers and saves, as Ctrl-C
+            yield mapper
     except BaseException:
         # shutting down alone waited for the tasks under way and ran the queued ones (minutes of teacher
         # searches after a Ctrl-C). Terminated, the pool marks the pending futures broken; pool.map's

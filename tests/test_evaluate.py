@@ -134,6 +134,29 @@ def test_an_interrupt_stops_the_worker_processes_and_keeps_the_rows_saved(graphs
     assert len(evaluate(tasks, tmp_path, jobs=2)) == len(tasks)  # and it resumes
 
 
+def test_a_sigterm_stops_the_worker_processes_and_keeps_the_rows_saved(graphs, tmp_path):
+    """SIGTERM (``kill``, ``timeout``, a scheduler) ended ``evaluate -j 2`` at once: the rows finished out of order
+    were lost, and multiprocessing's resource tracker warned of leaked semaphores. It stops as Ctrl-C does."""
+    import multiprocessing
+    import signal
+    import time
+
+    from gnplace.exceptions import Terminated
+
+    tasks = [Task(str(g), c, "round_robin") for g in collect_graphs([str(graphs)]) for c in ("k80x2", "k80x4")]
+
+    def terminate(row):
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # else the kill would end the test run
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler runs at the next bytecode
+
+    with pytest.raises(Terminated):
+        evaluate(tasks, tmp_path, jobs=2, progress=terminate)
+    assert multiprocessing.active_children() == [] and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert len((tmp_path / "results.csv").read_text().splitlines()) >= 2  # the header and the row recorded
+    assert len(evaluate(tasks, tmp_path, jobs=2)) == len(tasks)  # and it resumes
+
+
 class _StoppedPool:
     """A process pool stopped by ``error`` (Ctrl-C, a dead worker) while its first task ran; the others finished."""
 

@@ -457,3 +457,33 @@ def test_a_stopped_run_ends_workers_whose_tasks_take_sigterm_and_go_on(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["started0", "started1"]
     assert time.monotonic() - began < 50 and multiprocessing.active_children() == []
 
+
+def test_sigterm_raises_terminated_while_workers_run_and_leaves_other_handlers_alone():
+    """SIGTERM ended a run of worker processes at once: its finished results unsaved, a warning of leaked
+    semaphores from multiprocessing's resource tracker. Raised as Terminated, it stops them as Ctrl-C does."""
+    from gnplace.exceptions import Terminated
+    from gnplace.workers import sigterm_as_interrupt
+
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with pytest.raises(Terminated), sigterm_as_interrupt():
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # else the kill below would end the test run
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler runs at the next bytecode
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back
+    with sigterm_as_interrupt():
+        pass
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+    def own(signum, frame):
+        got.append(signum)
+
+    got: list[int] = []
+    previous = signal.signal(signal.SIGTERM, own)  # a caller's handler, or Lightning's during a fit: left alone
+    try:
+        with sigterm_as_interrupt():
+            assert signal.getsignal(signal.SIGTERM) is own
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+        assert got == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -530,3 +530,42 @@ def test_the_table_title_counts_in_words_and_says_when_it_holds_rows_of_earlier_
     printed = capsys.readouterr().out
     assert "1 graph x 1 cluster x 1 placer, and 2 rows of earlier runs kept in results.csv (geometric" in printed
     assert all(f" {name} " in printed for name in ("heft", "round_robin", "single"))
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_sigterm_to_a_run_of_workers_is_one_line_and_143(tmp_path):
+    """``kill`` of ``gnplace evaluate -j 2`` printed only multiprocessing's warning of "leaked semaphore objects"
+    (the process ended at once, its workers' finished rows unsaved)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("finds the workers in Linux's /proc")
+    graphs = [str(ROOT / "datasets" / "ptb" / f"ptb_{i:03d}.gnpg") for i in (2, 5)]
+    run = subprocess.Popen([sys.executable, "-m", "gnplace", "evaluate", "-g", *graphs, "-c", "k80x2", "-p", "annealing",
+                            "--budget", "1000000", "-j", "2", "-o", str(tmp_path / "out")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        began = time.monotonic()
+        while len(_children(run.pid)) < 3 and time.monotonic() - began < 120:  # two workers, the resource tracker
+            time.sleep(0.2)
+        time.sleep(1.0)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert (run.returncode, err) == (143, "gnplace: SIGTERM: interrupted\n")
