@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 
 if os.path.dirname(os.path.realpath(__file__)) not in sys.path:  # python -P or -I: no script folder on the path
     sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # report and benchmarks/ live beside this file
@@ -56,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         benchmarks.add_parsers(sub)
     report.add_parser(sub)
     args = parser.parse_args(argv)
-    return run_reporting_errors(run, args, "bench")
+    # the options of the chosen benchmark that take a list of things, each meant once
+    lists = [(a.dest, a.option_strings[0] if a.option_strings else str(a.metavar or a.dest))
+             for a in sub.choices[args.bench]._actions if a.nargs in ("+", "*")]
+    return run_reporting_errors(lambda parsed: run(parsed, lists), args, "bench")
 
 
 #: The benchmarks that keep their rows in ``--out`` and resume from them: one run at a time there (two runs into one
@@ -64,13 +68,15 @@ def main(argv: list[str] | None = None) -> int:
 HOLD_OUT = ("search", "zeroshot", "finetune", "screen-model", "noisy-steps", "fidelity")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the benchmark ``args.bench`` names (its handler), after checking its counts.
+def run(args: argparse.Namespace, lists: Sequence[tuple[str, str]] = ()) -> int:
+    """Run the benchmark ``args.bench`` names (its handler), after checking its counts and its ``lists``.
 
-    A benchmark of :data:`HOLD_OUT` holds its ``--out``'s run lock (:mod:`gnplace.runlock`) while it runs: a
-    second run into that folder is refused in one line.
+    ``lists``: the ``(dest, flag)`` of each option that takes a list, whose values must be distinct. A benchmark of
+    :data:`HOLD_OUT` holds its ``--out``'s run lock (:mod:`gnplace.runlock`) while it runs: a second run into that
+    folder is refused in one line.
     """
     _check_counts(args)
+    _check_distinct(args, lists)
     if args.bench not in HOLD_OUT:
         status: int = args.handler(args)
         return status
@@ -98,6 +104,22 @@ def _check_counts(args: argparse.Namespace) -> None:
             if isinstance(v, int) and not isinstance(v, bool) and name not in ("seed",):
                 check_count(v, "--" + name.replace("_", "-"), minimum=1 if name in minimum_one else 0,
                             maximum=maximum.get(name))
+
+
+def _check_distinct(args: argparse.Namespace, lists: Sequence[tuple[str, str]]) -> None:
+    """Refuse a value given twice to an option that takes a list of things (seeds, clusters, families, placers).
+
+    ``noisy-steps --seeds 0 0`` fine-tuned each pair twice under seed 0 and counted both runs in its table, and
+    ``search --placers ppo ppo`` printed each family's ``ppo / auto`` column twice.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    for dest, flag in lists:
+        seen = set()
+        for value in getattr(args, dest, None) or []:
+            if value in seen:
+                raise InvalidArgument(f"{flag} names {value} twice: give each once")
+            seen.add(value)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,12 @@ def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, a
       "--jobs", "1", "--out", "OUT"], "both clusters are named 'lab'"),
     (["finetune", "--families", "ptb", "--per-family", "1", "--clusters", "LAB_A", "LAB_B", "--budget", "8",
       "--jobs", "1", "--out", "OUT"], "both clusters are named 'lab'"),
+    # a value given twice: noisy-steps ran each pair twice and counted both runs, search printed a column twice
+    (["noisy-steps", "--seeds", "0", "1", "0", "--out", "OUT"], "--seeds names 0 twice: give each once"),
+    (["search", "--placers", "ppo", "ppo", "--out", "OUT"], "--placers names ppo twice: give each once"),
+    (["zeroshot", "--families", "ptb", "ptb", "--out", "OUT"], "--families names ptb twice: give each once"),
+    (["memory", "--ops", "50", "50", "--cache", "OUT"], "--ops names 50 twice: give each once"),
+    (["device-map", "--real-models", "gpt2", "gpt2"], "--real-models names gpt2 twice: give each once"),
 ])
 def test_bad_arguments_are_refused_before_any_work(load_script, tmp_path, capsys, argv, message):
     """An argument the run would meet minutes in (a later cluster, graph, placer or model) is one line at the start."""
