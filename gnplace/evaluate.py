@@ -597,6 +597,8 @@ def evaluate(
         InvalidArgument: if ``jobs`` is not a whole number >= 1, or ``out`` (or its placements folder, when
             placements are kept) is a file, or ``jobs`` > 1 is asked from a script's top level, outside ``if
             __name__ == "__main__":`` (:func:`~gnplace.workers.check_main_guarded`).
+        Terminated: on a SIGTERM while worker processes run (``jobs`` > 1, where no other SIGTERM handler is set),
+            once the workers are stopped and the rows that finished are saved, as on Ctrl-C.
     """
     out = as_path(out, "output folder")
     if not is_whole(jobs) or jobs < 1:  # a numpy integer is whole too, a bool is not
