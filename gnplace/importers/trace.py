@@ -219,6 +219,9 @@ class _Recorder(TorchDispatchMode):
         self.failed_in: str = ""  # the autograd node whose backward ran the failed op ("" in the forward)
         self.memory: dict[int, int | None] = {}  # id of each tensor the step made -> its memory when last made
         self.rerun_open = 0  # module calls open that the backward runs (a checkpoint's recomputation)
+        # the call around each non-reentrant checkpoint segment in the forward, by the id of the segment (a
+        # _ForwardCall of the recording keeps each alive): the call of its recomputed ops outside any module call
+        self.segment_calls: dict[int, CallKey] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -236,6 +239,10 @@ class _Recorder(TorchDispatchMode):
         node = torch._C._current_autograd_node()
         if node is not None and not self.rerun_open:
             call = _node_metadata(node).get("gnplace_call", ("", 0))
+            if self.segment_calls:  # a non-reentrant segment's recomputation, outside its module calls
+                segment = _checkpoint_segment(recomputing=True)
+                if segment is not None:  # (the node's call is that of the op whose saved tensor it asked for)
+                    call = self.segment_calls.get(id(segment), call)
         else:  # the forward, or a module call that a checkpoint reruns in the backward: the call innermost
             call = self.call_stack[-1]
 
@@ -512,6 +519,8 @@ def record_training_step(
             segments = () if segment is None else nests.get(id(segment))
             if segments is None:  # a segment's first call: what it is nested in, once (a walk of the stack)
                 segments = nests[id(segment)] = _enclosing_segments(segment)
+                for around in segments:  # the first call in a segment opens from the call around the segment
+                    recorder.segment_calls.setdefault(id(around), call_stack[-2])
             forward_calls.append(_ForwardCall(call_stack[-1], _SEQUENCE(), first_input, segments))
         else:  # a checkpoint recomputing its segment: the forward call it reruns
             call_stack.append(rerun.key(path, first_input, node))

@@ -767,6 +767,30 @@ def test_the_first_op_of_a_rerun_call_is_that_calls_too():
     assert {op.call[0] for op in trace.ops if op.backward and op.name == "t"} == {"cell.a", "cell.b"}
 
 
+class _TanhBetween(nn.Module):
+    """``p``, whose forward checkpoints ``b(tanh(a(h)))``: a ``tanh`` between two module calls, in ``p``'s call."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.p = nn.Module()
+        self.p.a, self.p.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.p.forward = lambda x: torch.utils.checkpoint.checkpoint(  # type: ignore[method-assign]
+            lambda h: self.p.b(torch.tanh(self.p.a(h))), x, use_reentrant=reentrant)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.p(x)).sum()
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_recomputed_op_outside_the_segments_module_calls_is_in_the_call_around_the_segment(reentrant):
+    """In a non-reentrant rerun the ``tanh`` between ``a`` and ``b`` was tagged with the call of the node that asked for
+    the rerun (``p.b``'s), where its forward twin is ``p``'s: its gradient and its recomputation fell in other
+    groups. The reentrant rerun tagged it ``p``'s already."""
+    trace = record_training_step(_TanhBetween(reentrant), (torch.randn(2, 4, requires_grad=True),))
+    assert [(op.call, op.backward) for op in trace.ops if op.name == "tanh"] == [(("p", 0), False), (("p", 0), True)]
+    assert {op.call for op in trace.ops if op.name == "sigmoid"} == {("", 0)}
+
+
 class _Branches(nn.Module):
     """``a`` called on one tensor before a checkpointed segment and twice inside it, around ``b``."""
 
