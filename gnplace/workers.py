@@ -353,9 +353,9 @@ def terminate_workers(pool: ProcessPoolExecutor) -> None:
     Killed, not cancelled: the pool marks its pending futures broken (cancelling them too races with
     that, and the pool's thread prints an ``InvalidStateError``). Shut the pool down afterwards.
 
-    SIGKILL, not SIGTERM: a task that runs under Lightning (the ``ppo`` and ``reinforce`` searches) takes a SIGTERM
-    as "save, then stop after this iteration", returns its placement and goes on to the next task, so that a Ctrl-C
-    to ``gnplace evaluate -j 2 -p ppo`` waited in the pool's shutdown for every task of the run.
+    SIGKILL, not SIGTERM: a task that runs under Lightning (the ``ppo``, ``reinforce`` and ``finetune`` searches)
+    takes a SIGTERM as "save, then stop after this iteration", and its worker ran on: a Ctrl-C to ``gnplace
+    evaluate -j 2 -p ppo`` waited in the pool's shutdown, the workers still busy a minute later.
     """
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         process.kill()

@@ -656,7 +656,7 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
     ``scripts/bench.py``)
     report errors the same way; a closed pipe on stdout (``| head``) gives 141 quietly; Ctrl-C prints
     ``PROG: INTERRUPTED`` and gives 130, and a SIGTERM that
-    stopped a run under Lightning or one of worker processes (:class:`~gnplace.exceptions.Terminated`)
+    stopped a run under Lightning or a run of worker processes (:class:`~gnplace.exceptions.Terminated`)
     ``PROG: SIGTERM: INTERRUPTED`` and 143 (elsewhere SIGTERM ends the process as it always does).
     """
     import sys
