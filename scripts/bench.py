@@ -57,9 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         benchmarks.add_parsers(sub)
     report.add_parser(sub)
     args = parser.parse_args(argv)
-    # the options of the chosen benchmark that take a list of things, each meant once
-    lists = [(a.dest, a.option_strings[0] if a.option_strings else str(a.metavar or a.dest))
-             for a in sub.choices[args.bench]._actions if a.nargs in ("+", "*")]
+    # the options of the chosen benchmark that take a list of things, each meant once (zeroshot-seeds' run files,
+    # an argument, may name one run twice: a table of it against itself)
+    lists = [(a.dest, a.option_strings[0]) for a in sub.choices[args.bench]._actions
+             if a.nargs in ("+", "*") and a.option_strings]
     return run_reporting_errors(lambda parsed: run(parsed, lists), args, "bench")
 
 
