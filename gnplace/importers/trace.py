@@ -222,6 +222,7 @@ class _Recorder(TorchDispatchMode):
         # the call around each non-reentrant checkpoint segment in the forward, by the id of the segment (a
         # _ForwardCall of the recording keeps each alive): the call of its recomputed ops outside any module call
         self.segment_calls: dict[int, CallKey] = {}
+        self.made_in_reruns: list[object] = []  # the segments of segment_calls a rerun made anew, kept alive
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -240,8 +241,10 @@ class _Recorder(TorchDispatchMode):
         if node is not None and not self.rerun_open:
             call = _node_metadata(node).get("gnplace_call", ("", 0))
             if self.segment_calls:  # a non-reentrant segment's recomputation, outside its module calls
-                segment = _checkpoint_segment(recomputing=True)
-                if segment is not None:  # (the node's call is that of the op whose saved tensor it asked for)
+                # (the node's call is that of the op whose saved tensor it asked for), or the forward of one that a
+                # rerun made anew, under that segment's own hooks
+                segment = _checkpoint_segment(recomputing=True) or _checkpoint_segment(recomputing=False)
+                if segment is not None:
                     call = self.segment_calls.get(id(segment), call)
         else:  # the forward, or a module call that a checkpoint reruns in the backward: the call innermost
             call = self.call_stack[-1]
@@ -523,6 +526,17 @@ def record_training_step(
                     recorder.segment_calls.setdefault(id(around), call_stack[-2])
             forward_calls.append(_ForwardCall(call_stack[-1], _SEQUENCE(), first_input, segments))
         else:  # a checkpoint recomputing its segment: the forward call it reruns
+            made = _checkpoint_segment(recomputing=False)  # a non-reentrant segment this rerun made anew
+            if made is not None and id(made) not in recorder.segment_calls:  # its first call: the call around it
+                around = call_stack[-1] if recorder.rerun_open else _node_metadata(node).get("gnplace_call", ("", 0))
+                if not recorder.rerun_open:  # in a non-reentrant rerun, the call around the segment rerun
+                    reentrant, rerunning = _rerun()
+                    if reentrant is False and rerunning is not None:
+                        around = recorder.segment_calls.get(id(rerunning), around)
+                for segment in _enclosing_segments(made):  # those it is nested in that the rerun made too
+                    if id(segment) not in recorder.segment_calls:
+                        recorder.segment_calls[id(segment)] = around
+                        recorder.made_in_reruns.append(segment)
             call_stack.append(rerun.key(path, first_input, node))
             recorder.rerun_open += 1
         opened[0] += 1

@@ -768,27 +768,39 @@ def test_the_first_op_of_a_rerun_call_is_that_calls_too():
 
 
 class _TanhBetween(nn.Module):
-    """``p``, whose forward checkpoints ``b(tanh(a(h)))``: a ``tanh`` between two module calls, in ``p``'s call."""
+    """``p``, whose forward checkpoints ``b(tanh(a(h)))``, in a ``sigmoid`` of a segment around it where ``outer`` is
+    not None: the ``tanh`` and ``sigmoid`` are between module calls, in ``p``'s call."""
 
-    def __init__(self, reentrant: bool) -> None:
+    def __init__(self, reentrant: bool, outer: bool | None = None) -> None:
         super().__init__()
         self.p = nn.Module()
         self.p.a, self.p.b = nn.Linear(4, 4), nn.Linear(4, 4)
-        self.p.forward = lambda x: torch.utils.checkpoint.checkpoint(  # type: ignore[method-assign]
-            lambda h: self.p.b(torch.tanh(self.p.a(h))), x, use_reentrant=reentrant)
+        checkpoint = torch.utils.checkpoint.checkpoint
+
+        def inner(h: torch.Tensor) -> torch.Tensor:
+            return checkpoint(lambda z: self.p.b(torch.tanh(self.p.a(z))), h, use_reentrant=reentrant)
+
+        self.p.forward = inner if outer is None else (  # type: ignore[method-assign]
+            lambda x: checkpoint(lambda h: torch.sigmoid(inner(h)), x, use_reentrant=outer))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.p(x)).sum()
+        return torch.relu(self.p(x)).sum()
 
 
-@pytest.mark.parametrize("reentrant", [False, True])
-def test_a_recomputed_op_outside_the_segments_module_calls_is_in_the_call_around_the_segment(reentrant):
+@pytest.mark.parametrize(("reentrant", "outer"), [(False, None), (True, None), (False, False), (True, False),
+                                                  (False, True)])
+def test_a_recomputed_op_outside_the_segments_module_calls_is_in_the_call_around_the_segment(reentrant, outer):
     """In a non-reentrant rerun the ``tanh`` between ``a`` and ``b`` was tagged with the call of the node that asked for
     the rerun (``p.b``'s), where its forward twin is ``p``'s: its gradient and its recomputation fell in other
-    groups. The reentrant rerun tagged it ``p``'s already."""
-    trace = record_training_step(_TanhBetween(reentrant), (torch.randn(2, 4, requires_grad=True),))
-    assert [(op.call, op.backward) for op in trace.ops if op.name == "tanh"] == [(("p", 0), False), (("p", 0), True)]
-    assert {op.call for op in trace.ops if op.name == "sigmoid"} == {("", 0)}
+    groups; so was a non-reentrant segment's made anew in another segment's rerun. The reentrant rerun tagged them
+    ``p``'s already (a reentrant segment made anew in a reentrant rerun does not: its node, made in the backward,
+    has no call)."""
+    trace = record_training_step(_TanhBetween(reentrant, outer), (torch.randn(2, 4, requires_grad=True),))
+    between = [(op.name, op.call, op.backward) for op in trace.ops if op.name in ("tanh", "sigmoid")]
+    assert {call for _, call, _ in between} == {("p", 0)}
+    assert {(name, backward) for name, _, backward in between} == \
+        {("tanh", False), ("tanh", True)} | ({("sigmoid", False), ("sigmoid", True)} if outer is not None else set())
+    assert {op.call for op in trace.ops if op.name == "relu"} == {("", 0)}
 
 
 class _Branches(nn.Module):
