@@ -989,7 +989,7 @@ def test_ddp_rank_0_in_the_callers_process_gives_back_its_thread_settings(tiny_c
     assert done.stdout.splitlines()[-1] == "after 2 2 None"  # numba's count and OMP_NUM_THREADS as they were
 
 
-#: A caller's script that pretrains 3 ranks under ddp on a machine of any cores (CONFIG OUT DUMP [ITERATIONS]
+#: A caller's script that pretrains 3 ranks under ddp_fork on a machine of any cores (CONFIG OUT DUMP [ITERATIONS]
 #: [--resume] [SECTION.KEY=VALUE...]), and records in DUMP.rank<r> the pairs of its share, the gradient of every
 #: update, as averaged, the held-out pairs it prepared and each validation's figures, as the rank sees them.
 _THREE_RANKS = """
@@ -1031,7 +1031,7 @@ if __name__ == "__main__":
     args = sys.argv[4:]
     iterations = next((a for a in args if a.isdigit()), "1")
     overrides = [f"schedule.iterations={iterations}", "schedule.pairs_per_step=4", *(a for a in args if "=" in a)]
-    pretrain(load_pretrain_config(sys.argv[1], overrides), sys.argv[2], devices=3, strategy="ddp", progress=False,
+    pretrain(load_pretrain_config(sys.argv[1], overrides), sys.argv[2], devices=3, strategy="ddp_fork", progress=False,
              resume="--resume" in sys.argv)
 """
 
@@ -1067,7 +1067,9 @@ def test_three_ranks_take_the_gradient_of_one_process_and_resume_to_the_run_not_
     Every rank validated every held-out pair: each is validated once, and every rank sees one process's figures.
     DDP's hooks summed 3 ranks' gradients in an order their bucket layout set, and a resumed run's first backward
     had the layout of before its first rebuild: 1 ulp off (1.2e-10 of 0.4) the run not stopped, and other bytes.
-    (One test: the three-rank launches are most of its time, and the run not stopped serves both.)"""
+    (One test: the three-rank launches are most of its time, and the run not stopped serves both. Their ranks fork
+    from the launcher, its imports done (``ddp_fork``): under ``ddp`` each launch started two interpreters more, 17 s
+    a launch alone on 2 cores where this takes 9; ``ddp`` resumes in the two-process test above.)"""
     from gnplace.train import PlacementLearner
 
     validating = ["schedule.steps_per_epoch=1", "learner.val_samples=4"]  # a validation after every iteration
