@@ -239,13 +239,9 @@ class _Recorder(TorchDispatchMode):
             return out
         node = torch._C._current_autograd_node()
         if node is not None and not self.rerun_open:
-            call = _node_metadata(node).get("gnplace_call", ("", 0))
-            if self.segment_calls:  # a non-reentrant segment's recomputation, outside its module calls
-                # (the node's call is that of the op whose saved tensor it asked for), or the forward of one that a
-                # rerun made anew, under that segment's own hooks
-                segment = _checkpoint_segment(recomputing=True) or _checkpoint_segment(recomputing=False)
-                if segment is not None:
-                    call = self.segment_calls.get(id(segment), call)
+            call = self.outside_call(node)
+            if node.name() == _REENTRANT_CHECKPOINT:  # a reentrant rerun: a segment it makes anew is in this call
+                _tag_reentrant_segments_made(call)
         else:  # the forward, or a module call that a checkpoint reruns in the backward: the call innermost
             call = self.call_stack[-1]
 
@@ -272,6 +268,20 @@ class _Recorder(TorchDispatchMode):
         self.ops.append(TracedOp(func, arg_refs, kwarg_refs, outputs, call, node is not None,
                                  _reads_default_dtype(func, args, kwargs, flat)))
         return out
+
+    def outside_call(self, node: Any) -> CallKey:
+        """The call of an op that the backward runs under ``node`` outside any module call a checkpoint reruns.
+
+        The node's call; in a non-reentrant segment's recomputation (the node's call is that of the op whose saved
+        tensor it asked for), or in the forward of one that a rerun made anew (under that segment's own hooks), the
+        call around that segment.
+        """
+        call: CallKey = _node_metadata(node).get("gnplace_call", ("", 0))
+        if self.segment_calls:
+            segment = _checkpoint_segment(recomputing=True) or _checkpoint_segment(recomputing=False)
+            if segment is not None:
+                call = self.segment_calls.get(id(segment), call)
+        return call
 
 
 _CTC_LOSS = torch.ops.aten._ctc_loss.default
@@ -537,6 +547,8 @@ def record_training_step(
                     if id(segment) not in recorder.segment_calls:
                         recorder.segment_calls[id(segment)] = around
                         recorder.made_in_reruns.append(segment)
+            if not recorder.rerun_open and node.name() == _REENTRANT_CHECKPOINT:  # a segment it makes: in its call
+                _tag_reentrant_segments_made(recorder.outside_call(node))
             call_stack.append(rerun.key(path, first_input, node))
             recorder.rerun_open += 1
         opened[0] += 1
@@ -997,6 +1009,23 @@ def _segments_in_rerun() -> list[object]:
                 made.append(segment)
         frame = frame.f_back
     return []
+
+
+def _tag_reentrant_segments_made(call: CallKey) -> None:
+    """Tag the nodes of the reentrant segments whose forward runs now in a rerun, untagged yet, with ``call``.
+
+    A reentrant segment made anew in a reentrant segment's rerun, outside the module calls that rerun recomputes, has
+    its node made in the backward, which no call's post-forward hook tags: its own rerun's ops outside module calls
+    had no call (``("", 0)``), where their forward twins are in the call around the segment. That call is ``call``,
+    the call of an op run where its forward starts (its first op or module call, outside any call it makes). A node
+    that is no part of the step's graph (made in another reentrant segment's forward, under ``no_grad``, or in a
+    non-reentrant segment's recomputation) is tagged alike, to no effect.
+    """
+    for made in _segments_in_rerun():
+        if isinstance(made, torch.autograd.function.BackwardCFunction):
+            metadata = _node_metadata(made)
+            if "gnplace_call" not in metadata:  # made before any call now open: walks from later calls stop there
+                metadata["gnplace_call"], metadata["gnplace_opened"] = call, 0
 
 
 #: The autograd node of a reentrant ``torch.utils.checkpoint`` segment (``use_reentrant=True``), whose backward reruns

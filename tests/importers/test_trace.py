@@ -788,13 +788,13 @@ class _TanhBetween(nn.Module):
 
 
 @pytest.mark.parametrize(("reentrant", "outer"), [(False, None), (True, None), (False, False), (True, False),
-                                                  (False, True)])
+                                                  (False, True), (True, True)])
 def test_a_recomputed_op_outside_the_segments_module_calls_is_in_the_call_around_the_segment(reentrant, outer):
     """In a non-reentrant rerun the ``tanh`` between ``a`` and ``b`` was tagged with the call of the node that asked for
     the rerun (``p.b``'s), where its forward twin is ``p``'s: its gradient and its recomputation fell in other
     groups; so was a non-reentrant segment's made anew in another segment's rerun. The reentrant rerun tagged them
-    ``p``'s already (a reentrant segment made anew in a reentrant rerun does not: its node, made in the backward,
-    has no call)."""
+    ``p``'s already, but for a reentrant segment made anew in a reentrant rerun: its node, made in the backward
+    outside any module call, had no call, and its rerun's ``tanh`` was ``("", 0)``."""
     trace = record_training_step(_TanhBetween(reentrant, outer), (torch.randn(2, 4, requires_grad=True),))
     between = [(op.name, op.call, op.backward) for op in trace.ops if op.name in ("tanh", "sigmoid")]
     assert {call for _, call, _ in between} == {("p", 0)}
