@@ -223,6 +223,9 @@ class _Recorder(TorchDispatchMode):
         # _ForwardCall of the recording keeps each alive): the call of its recomputed ops outside any module call
         self.segment_calls: dict[int, CallKey] = {}
         self.made_in_reruns: list[object] = []  # the segments of segment_calls a rerun made anew, kept alive
+        # the call of each autograd node a reentrant rerun made outside the module calls it recomputes, by the node's
+        # sequence number: no call's post-forward hook walks to it (the call around the segment does not rerun)
+        self.made_in_reentrant_reruns: dict[int, CallKey] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -242,6 +245,8 @@ class _Recorder(TorchDispatchMode):
             call = self.outside_call(node)
             if node.name() == _REENTRANT_CHECKPOINT:  # a reentrant rerun: a segment it makes anew is in this call
                 _tag_reentrant_segments_made(call)
+                # and so is the node this op made, if it made one: autograd numbers it before the op dispatches
+                self.made_in_reentrant_reruns[_SEQUENCE() - 1] = call
         else:  # the forward, or a module call that a checkpoint reruns in the backward: the call innermost
             call = self.call_stack[-1]
 
@@ -272,11 +277,13 @@ class _Recorder(TorchDispatchMode):
     def outside_call(self, node: Any) -> CallKey:
         """The call of an op that the backward runs under ``node`` outside any module call a checkpoint reruns.
 
-        The node's call; in a non-reentrant segment's recomputation (the node's call is that of the op whose saved
+        The node's call (for a node that an op of a reentrant rerun made outside module calls, that op's); in a
+        non-reentrant segment's recomputation (the node's call is that of the op whose saved
         tensor it asked for), or in the forward of one that a rerun made anew (under that segment's own hooks), the
         call around that segment.
         """
-        call: CallKey = _node_metadata(node).get("gnplace_call", ("", 0))
+        metadata = _node_metadata(node)
+        call: CallKey = metadata.get("gnplace_call") or self.made_in_reentrant_reruns.get(node._sequence_nr(), ("", 0))
         if self.segment_calls:
             segment = _checkpoint_segment(recomputing=True) or _checkpoint_segment(recomputing=False)
             if segment is not None:

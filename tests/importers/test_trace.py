@@ -794,10 +794,14 @@ def test_a_recomputed_op_outside_the_segments_module_calls_is_in_the_call_around
     the rerun (``p.b``'s), where its forward twin is ``p``'s: its gradient and its recomputation fell in other
     groups; so was a non-reentrant segment's made anew in another segment's rerun. The reentrant rerun tagged them
     ``p``'s already, but for a reentrant segment made anew in a reentrant rerun: its node, made in the backward
-    outside any module call, had no call, and its rerun's ``tanh`` was ``("", 0)``."""
+    outside any module call, had no call, and its rerun's ``tanh`` was ``("", 0)``. The gradients of a reentrant
+    rerun's ``tanh`` and ``sigmoid`` (their nodes made in the backward, which no call's hook walks to) were
+    ``("", 0)`` too, where an unchecked or non-reentrant step has them in ``p``'s call."""
     trace = record_training_step(_TanhBetween(reentrant, outer), (torch.randn(2, 4, requires_grad=True),))
     between = [(op.name, op.call, op.backward) for op in trace.ops if op.name in ("tanh", "sigmoid")]
     assert {call for _, call, _ in between} == {("p", 0)}
+    gradients = [op for op in trace.ops if op.name in ("tanh_backward", "sigmoid_backward")]
+    assert len(gradients) == (1 if outer is None else 2) and {op.call for op in gradients} == {("p", 0)}
     assert {(name, backward) for name, _, backward in between} == \
         {("tanh", False), ("tanh", True)} | ({("sigmoid", False), ("sigmoid", True)} if outer is not None else set())
     assert {op.call for op in trace.ops if op.name == "relu"} == {("", 0)}
