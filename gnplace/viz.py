@@ -623,11 +623,13 @@ _NO_DATE: dict[str, dict[str, None]] = {"pdf": {"CreationDate": None}, "svg": {"
 def _save(fig: Any, path: Path) -> Path:
     """Write ``fig`` to ``path`` in the format of its suffix, atomically: a failed write keeps what was there."""
     from gnplace.graph_io import write_atomically
+    from gnplace.quiet import logger_at_error
 
     buffer = io.BytesIO()
     kind = path.suffix.lower()[1:]
-    # the same figure, the same bytes: no creation date (PDF, SVG, PostScript), no random SVG ids
-    with _matplotlib().rc_context({"svg.hashsalt": "gnplace"}):
+    # the same figure, the same bytes: no creation date (PDF, SVG, PostScript), no random SVG ids; PostScript's
+    # writer logged a bare "does not support transparency" line on stderr for the legend's frame, drawn opaque there
+    with _matplotlib().rc_context({"svg.hashsalt": "gnplace"}), logger_at_error("matplotlib.backends.backend_ps"):
         fig.savefig(buffer, dpi=DPI, format=kind, metadata=_NO_DATE.get(kind))
     data = buffer.getvalue()
     if kind in ("ps", "eps"):

@@ -1076,3 +1076,16 @@ def test_an_image_suffix_in_capitals_is_written_in_its_format(tmp_path, case):
     """The suffix is matched whatever its case: ``T.PNG`` is a PNG, as matplotlib writes it."""
     g, result, _ = case
     assert plot_timeline(g, result, tmp_path / "T.PNG").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("suffix", [".ps", ".eps"])
+def test_a_postscript_timeline_prints_no_note_of_matplotlib(tmp_path, case, caplog, suffix):
+    """``--timeline t.ps`` printed matplotlib's bare "The PostScript backend does not support transparency" line on
+    stderr, no ``gnplace: warning:`` one: the legend's frame is drawn opaque there, as meant."""
+    import logging
+
+    graph, result, _ = case
+    with caplog.at_level(logging.WARNING):
+        plot_timeline(graph, result, tmp_path / f"t{suffix}")
+    assert (tmp_path / f"t{suffix}").read_bytes().startswith(b"%!PS")
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("matplotlib")] == []
