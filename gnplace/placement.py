@@ -591,7 +591,7 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
             f"{path} was made for another cluster named {cluster.name!r} (the same devices by name and kind, " \
             f"{how}); it is used as it is, timed on this {cluster.name!r}"
     if len(theirs) != len(mine):
-        differ = f"{len(theirs)} devices there, {len(mine)} here"
+        differ = f"{len(theirs)} device{'' if len(theirs) == 1 else 's'} there, {len(mine)} here"  # "1 devices" before
     else:
         k = next(k for k in range(len(mine)) if theirs[k] != mine[k])
         differ = f"device {k} is {theirs[k][0]} ({theirs[k][1]}) there, {mine[k][0]} ({mine[k][1]}) here"

@@ -957,3 +957,15 @@ def test_load_placement_refuses_a_warn_other_name_that_is_no_bool(tmp_path, k80x
     with pytest.raises(InvalidArgument, match=r"^load_placement: warn_other_name must be true or false, got 'no'$"):
         load_placement(path, g, warn_other_name="no")
     assert load_placement(path, g, warn_other_name=np.False_).devices.tolist() == [0, 1, 1]
+
+
+def test_a_placement_file_of_one_device_refused_elsewhere_counts_its_device_in_the_singular(tmp_path, k80x4):
+    """The refusal of a one-device cluster's file read "(1 devices there, 4 here)"."""
+    from gnplace.cluster import Cluster
+
+    one = load_cluster("k80x2").subset([0], name="one")
+    assert isinstance(one, Cluster)
+    g = chain_graph(3)
+    path = save_placement(tmp_path / "one.json", g, Placement([0, 0, 0], one))
+    with pytest.raises(InvalidPlacement, match=r"\(1 device there, 4 here\)"):
+        load_placement(path, g, k80x4)
