@@ -683,7 +683,8 @@ def _check_kinds(devices: tuple[Device, ...], where: str) -> None:
 
 def _keys(entry: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
     if not isinstance(entry, dict):
-        raise InvalidCluster(f"{where}: expected a mapping, got {type(entry).__name__}")
+        got = "nothing (empty)" if entry is None else type(entry).__name__  # an empty file or list item: NoneType
+        raise InvalidCluster(f"{where}: expected a mapping, got {got}")
     unknown = sorted(set(entry) - allowed, key=str)  # YAML 1.1 reads keys as booleans and numbers too (on: True)
     if unknown:
         raise InvalidCluster(f"{where}: unknown key {unknown[0]!r} (expected one of {', '.join(sorted(allowed))})")

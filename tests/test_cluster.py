@@ -346,7 +346,7 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         (GOOD_LINKS, "", r"missing key 'devices'"),
         (GOOD_DEVICES, "", r"missing key 'links'"),
         ("- {name: gpu0}\n- {name: gpu1}\n", "", r"expected a mapping, got list"),
-        ("", "", r"expected a mapping, got NoneType"),
+        ("", "", r"expected a mapping, got nothing \(empty\)"),
         ("just text\n", "", r"expected a mapping, got str"),
         # devices
         ("devices: []\n" + GOOD_LINKS, "", r"'devices' must be a non-empty list"),
@@ -385,7 +385,7 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         ("name: ''\n" + GOOD_DEVICES + GOOD_LINKS, "name", r"expected a non-empty string, got ''"),
         # links
         (GOOD_DEVICES + "links: pcie3\n", "links", r"expected a mapping, got str"),
-        (GOOD_DEVICES + "links:\n", "links", r"expected a mapping, got NoneType"),
+        (GOOD_DEVICES + "links:\n", "links", r"expected a mapping, got nothing \(empty\)"),
         (GOOD_DEVICES + "links: {groups: []}\n", "links", r"missing key 'default'"),
         (GOOD_DEVICES + "links: {default: pcie3, extra: 1}\n", "links", r"unknown key 'extra' \(expected one of default, groups, pairs\)"),
         (GOOD_DEVICES + "links: {default: pcie9}\n", "links.default", r"unknown link kind 'pcie9' \(known: placeto, pcie3, pcie2, nvlink2, infiniband, ethernet20g\)"),
