@@ -596,8 +596,12 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
         k = next(k for k in range(len(mine)) if theirs[k] != mine[k])
         differ = f"device {k} is {theirs[k][0]} ({theirs[k][1]}) there, {mine[k][0]} ({mine[k][1]}) here"
     borrowed = _borrows_preset_name(recorded, fingerprint)  # then the preset of that name is no place to time it
-    there = f"{recorded!r}" if recorded and recorded != cluster.name and not borrowed else \
-        "the cluster it was made for"
+    if not recorded or recorded == cluster.name or borrowed:
+        there = "the cluster it was made for"
+    elif recorded in preset_names():
+        there = f"{recorded!r}"
+    else:  # made on a cluster file: "time it on 'lab2'" sent the user to `-c lab2`, which finds no preset
+        there = f"the cluster file of {recorded!r}"
     raise InvalidPlacement(f"{path}: was made for {made_for}, whose devices differ from those of "
                            f"{cluster.name!r} ({differ}): time it on {there}, or place the graph on "
                            f"{cluster.name!r}")

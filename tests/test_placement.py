@@ -598,7 +598,8 @@ def test_a_placement_file_made_for_another_cluster_is_refused_or_warned_of(tmp_p
     fast = save_placement(tmp_path / "fast.json", g, Placement([1, 0, 1], faster))
     with pytest.raises(InvalidPlacement, match=r"fast\.json: was made for cluster 'fast2', whose devices differ from "
                                                r"those of 'k80x2' \(device 0 is gpu0 \(v100\) there, gpu0 \(k80\) "
-                                               r"here\): time it on 'fast2', or place the graph on 'k80x2'$"):
+                                               r"here\): time it on the cluster file of 'fast2', or place the graph "
+                                               r"on 'k80x2'$"):  # no preset: 'time it on fast2' sent to -c fast2
         load_placement(fast, g, k80x2)
     same_name = Cluster(list(k80x2.devices), k80x2.bandwidth, k80x2.latency, name="fast2")  # other devices, one name
     with pytest.raises(InvalidPlacement, match=r"time it on the cluster it was made for, or place the graph on "):
