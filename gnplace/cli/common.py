@@ -137,7 +137,9 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         if not sep or not dot or not placer or not name.isidentifier():
             raise InvalidArgument(f"--option {item!r}: expected PLACER.NAME=VALUE, e.g. annealing.start=heft")
         if name in SHARED_OPTIONS:
-            flag = f"; use --{name}" if name in ("budget", "seed", "checkpoint") else ""
+            # the timer: place and evaluate time every placer on the simulator of -c ("shared" named no way to set it)
+            flag = f"; use --{name}" if name in ("budget", "seed", "checkpoint") else \
+                "; every placer here is timed on the simulator of -c (gnplace finetune --timer times real steps)"
             raise InvalidArgument(f"--option {item!r}: {name!r} is shared by every placer, not per placer{flag}")
         if placer not in placers:
             raise InvalidArgument(f"--option {item!r}: placer {placer!r} is not among those run ({', '.join(placers)})")

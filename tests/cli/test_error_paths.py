@@ -526,6 +526,10 @@ def test_option_values_in_exponent_notation_are_numbers_and_must_be_finite():
             parse_placer_options([f"rnn_pg.lr={value}"], ["rnn_pg"])
     with pytest.raises(InvalidArgument, match="'checkpoint' is shared by every placer, not per placer; use --checkpoint"):
         parse_placer_options(["placeto.checkpoint=x.pt"], ["placeto"])
+    with pytest.raises(InvalidArgument, match=r"'timer' is shared by every placer, not per placer; every placer here is "
+                                              r"timed on the simulator of -c \(gnplace finetune --timer times real "
+                                              r"steps\)$"):  # it named no way to set it
+        parse_placer_options(["annealing.timer=x"], ["annealing"])
 
 
 def test_an_unknown_option_of_a_comparator_is_named_as_unknown(capsys, graph):
