@@ -278,9 +278,8 @@ class _Recorder(TorchDispatchMode):
         """The call of an op that the backward runs under ``node`` outside any module call a checkpoint reruns.
 
         The node's call (for a node that an op of a reentrant rerun made outside module calls, that op's); in a
-        non-reentrant segment's recomputation (the node's call is that of the op whose saved
-        tensor it asked for), or in the forward of one that a rerun made anew (under that segment's own hooks), the
-        call around that segment.
+        non-reentrant segment's recomputation (the node's call is that of the op whose saved tensor it asked for), or
+        in the forward of one that a rerun made anew (under that segment's own hooks), the call around that segment.
         """
         metadata = _node_metadata(node)
         call: CallKey = metadata.get("gnplace_call") or self.made_in_reentrant_reruns.get(node._sequence_nr(), ("", 0))

@@ -160,8 +160,8 @@ class AnnealingPlacer:
             from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
 
             if start not in PLACERS:  # a misspelt start is refused here, not after the run began; the line said
-                # "unknown placer 'x'", naming neither the option (-O annealing.start=x) nor best and random
-                # and it listed best and random among the placers, which -p refuses
+                # "unknown placer 'x'", naming neither the option (-O annealing.start=x) nor best and random, then
+                # listed best and random among the placers (which -p refuses)
                 raise UnknownName(f"AnnealingPlacer: start: unknown start {start!r} (a placer: "
                                   f"{', '.join(sorted(PLACERS.names()))}; or 'best' of single and round_robin, or "
                                   "'random'; or a placer object)")
