@@ -104,7 +104,7 @@ def import_step(
 
     Raises:
         InvalidArgument: if ``module`` is no ``torch.nn.Module``, or ``example_inputs`` neither a tensor nor a
-            tuple of inputs (a dict, None, a number, a string).
+            tuple of inputs (a dict, None, a number, a string), or ``meta`` neither a dict nor None.
         UnsupportedGraph: if the step cannot be traced (the message names the failing op), or a parameter gets a
             sparse gradient (``nn.Embedding(sparse=True)``) and ``optimizer`` is ``"adam"`` or ``"adamw"``, whose
             torch classes refuse one.
@@ -138,6 +138,9 @@ def _import(
     check_optimizer(optimizer)
     if not isinstance(module, torch.nn.Module):  # a str or None was an AttributeError ('named_modules')
         raise InvalidArgument(f"a training graph is recorded from a torch.nn.Module, got {reprlib.repr(module)}")
+    if meta is not None and not isinstance(meta, Mapping):  # 3 was a TypeError from dict(), after the recording
+        raise InvalidArgument("meta must be a dict of facts to store with the graph, or None, "
+                              f"got {reprlib.repr(meta)}")
     _warn_of_hooks(module, stacklevel=4)
     trace = record_training_step(module, example_inputs, loss)
     return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,

@@ -850,6 +850,15 @@ def test_what_is_no_module_is_one_clear_error(module):
         from_module(module, (torch.zeros(2, 4),), loss=lambda out: out.sum())
 
 
+@pytest.mark.parametrize("meta", [3, ["family"], "cifar10"])
+def test_meta_that_is_no_dict_is_one_clear_error(meta):
+    """``from_module(..., meta=3)`` was a bare TypeError ('int' object is not iterable), after the whole recording."""
+    with pytest.raises(InvalidArgument, match=r"^meta must be a dict of facts to store with the graph, or None, got "):
+        from_module(nn.Linear(4, 2), (torch.zeros(2, 4),), loss=lambda out: out.sum(), meta=meta)
+    assert from_module(nn.Linear(4, 2), (torch.zeros(2, 4),), loss=lambda out: out.sum(),
+                       meta={"family": "toy"}).meta["family"] == "toy"
+
+
 class _Centred(nn.Module):
     """A batch norm beside its own ``center`` buffer and ``gain`` frozen parameter, read in its own forward."""
 
