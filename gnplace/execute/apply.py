@@ -147,7 +147,7 @@ class PlacedModule(torch.nn.Module):
                 not recorded to compute, a submodule's train or eval mode changed since :func:`apply`, it is called
                 under another ``torch.autocast`` than the step was recorded under (or none), under another default
                 dtype (``torch.set_default_dtype``) where an op of the step makes a tensor of it, an input is named
-                that is not among the example inputs, or a
+                that is not among the example inputs, an input or the module's state is on the meta device, or a
                 parameter's or buffer's dtype or shape (``module.double()``) or a parameter's device
                 (``module.to(...)``) changed since.
         """
@@ -204,6 +204,9 @@ class PlacedModule(torch.nn.Module):
                 if x.dtype != recorded.dtype:
                     raise InvalidArgument(f"{self._input_label(k)} has dtype {x.dtype}; the step was recorded for "
                                           f"{recorded.dtype} (convert it, or apply again with it)")
+                if x.is_meta:  # was a NotImplementedError ('Cannot copy out of meta tensor') from .to() below
+                    raise InvalidArgument(f"{self._input_label(k)} is on the meta device (a shape with no data), and "
+                                          "the placed step computes on data: give it a tensor with data")
                 if x.requires_grad and k not in self.program.input_grads:
                     raise InvalidArgument(
                         f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "
@@ -355,6 +358,7 @@ class PlacedModule(torch.nn.Module):
         redo = "record the step again (import_step), place its graph again and apply again"
         params = dict(self.module.named_parameters())
         state = {**dict(self.module.named_buffers()), **params}
+        on_meta = None
         for name, (dtype, shape) in self.recorded_state.items():
             kind = "parameter" if name in params or name in self.program.params else "buffer"
             now = state.get(name)
@@ -365,6 +369,8 @@ class PlacedModule(torch.nn.Module):
                     f"{kind} {name} is {now.dtype} {list(now.shape)} now; the step was recorded with {dtype} "
                     f"{list(shape)} (the module changed since, e.g. by .double() or a new layer): {redo}"
                 )
+            if now.is_meta and on_meta is None:
+                on_meta = f"{kind} {name}"
         if moved:
             for name in self.param_names:
                 want = self.devices[self.plan.param_device.get(name, 0)]
@@ -374,6 +380,11 @@ class PlacedModule(torch.nn.Module):
                         f"parameter {name} is on {now_on}, but the placement keeps it on {want} (the module was "
                         "moved since apply, e.g. by .to() or .cuda()): apply again to place it"
                     )
+        if on_meta is not None:  # a model built on the meta device to be placed: a NotImplementedError from .to()
+            raise InvalidArgument(
+                f"{on_meta} is on the meta device (a shape with no data), and the placed step computes on data: "
+                "give the module its weights first (module.to_empty(device='cpu'), then load_state_dict)"
+            )
 
     def _input_label(self, leaf: int) -> str:
         """``input k``, or ``input leaf k`` when the inputs nest (leaves counted in order)."""
@@ -411,7 +422,8 @@ def apply(
         PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients.
 
     Raises:
-        InvalidArgument: for what is no module, step, device name or loss of the kinds above.
+        InvalidArgument: for what is no module, step, device name or loss of the kinds above, or a module whose
+            parameters or buffers are on the meta device (no data to run the step on).
         InvalidPlacement: if the placement is of another graph or cluster, or the file cannot be read as one.
         UnsupportedGraph: if the model's training step cannot be recorded (an op the importer cannot follow).
         ExecutionFailed: if the placed step cannot run on the devices named (a CUDA device torch does not see).

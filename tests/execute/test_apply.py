@@ -1377,3 +1377,23 @@ def test_an_input_laid_out_otherwise_reaches_the_step_in_the_recorded_layout(mon
     given = torch.randn(6, 6, 3, 2).permute(3, 2, 1, 0)
     placed(given)
     assert seen[0].stride() == x.stride() and torch.equal(seen[0], given)
+
+
+def test_meta_device_module_or_input_is_one_clear_error():
+    """A model built on the meta device (imported to be placed) or a meta batch was a NotImplementedError from
+    ``.to()`` ('Cannot copy out of meta tensor'); now one line each, and the module given weights applies."""
+    def loss(out):
+        return out.square().mean()
+
+    net = torch.nn.Linear(4, 2, device="meta")
+    step = import_step(net, (torch.empty(8, 4, device="meta"),), loss=loss)
+    placement = Placement([0] * step.graph.num_ops, load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument, match=r"^parameter weight is on the meta device \(a shape with no data\)"):
+        gnplace.apply(net, placement, (torch.zeros(8, 4),), loss=loss, devices=["cpu", "cpu"], step=step)
+    net.to_empty(device="cpu")
+    torch.nn.init.ones_(net.weight)
+    torch.nn.init.zeros_(net.bias)
+    placed = gnplace.apply(net, placement, (torch.zeros(8, 4),), loss=loss, devices=["cpu", "cpu"])
+    assert placed(torch.ones(8, 4)).item() == pytest.approx(16.0)
+    with pytest.raises(InvalidArgument, match=r"^input 0 is on the meta device \(a shape with no data\)"):
+        placed(torch.empty(8, 4, device="meta"))
