@@ -15,7 +15,7 @@ from gnplace.execute.compiler import compile_step
 from gnplace.execute.journal import Key, MeasurementJournal
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
-from gnplace.limits import is_whole
+from gnplace.limits import finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, as_placement
 from gnplace.sim.timer import StepResult, StepTimer, median_step
 from gnplace.units import counted
@@ -181,6 +181,9 @@ class RealStepTimer(StepTimer):
             raise InvalidArgument(f"need whole numbers warmup >= 0 and repeats >= 1, got {warmup!r} and {repeats!r}")
         if max(warmup, repeats) > MAX_REPEATS:  # 10**12 asked numpy for 189 TiB of step times (a traceback)
             raise InvalidArgument(f"need warmup and repeats <= {MAX_REPEATS:,} steps, got {warmup!r} and {repeats!r}")
+        if not finite_number(lr) or lr < 0:  # "x" was a ValueError from float(), NaN turned the parameters NaN
+            raise InvalidArgument(f"lr must be a finite number >= 0 (the learning rate of each timed step's update), "
+                                  f"got {lr!r}")
         self.program = as_program(step)
         self.warmup = int(warmup)
         self.repeats = int(repeats)

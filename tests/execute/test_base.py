@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -97,6 +98,18 @@ def test_warmup_and_repeats_are_whole_numbers(kwargs):
 
     with pytest.raises(InvalidArgument, match=r"^need whole numbers warmup >= 0 and repeats >= 1"):
         LocalTimer(import_step(*tiny()), devices=["cpu", "cpu"], **kwargs)
+
+
+@pytest.mark.parametrize("lr", ["x", None, True, float("nan"), float("inf"), -0.1])
+def test_lr_is_a_finite_number_at_least_zero(lr):
+    """lr="x" was a ValueError from float() and None a TypeError; NaN was taken, and turned the parameters NaN."""
+    from gnplace.execute.examples import tiny
+    from gnplace.execute.local import LocalTimer
+    from gnplace.importers.torch import import_step
+
+    with pytest.raises(InvalidArgument, match=r"^lr must be a finite number >= 0 \(the learning rate"):
+        LocalTimer(import_step(*tiny()), devices=["cpu", "cpu"], lr=lr)
+    assert LocalTimer(import_step(*tiny()), devices=["cpu", "cpu"], lr=np.float32(0.0)).lr == 0.0
 
 
 @pytest.mark.parametrize("kwargs, message", [
