@@ -65,3 +65,8 @@ def __getattr__(name: str) -> object:
 
         return apply
     raise AttributeError(f"module 'gnplace' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names with ``apply``, which ``__getattr__`` imports (a notebook's completion missed it)."""
+    return sorted({*globals(), "apply"})

@@ -39,6 +39,13 @@ def test_every_public_name_exists():
         assert getattr(gnplace, name) is not None, name
 
 
+def test_every_public_name_is_listed_by_dir():
+    """``dir(gnplace)`` lists each name of ``__all__``: ``apply``, imported on first use, was missing (so a
+    notebook's or a REPL's completion of ``gnplace.`` never offered it)."""
+    assert set(gnplace.__all__) <= set(dir(gnplace)), sorted(set(gnplace.__all__) - set(dir(gnplace)))
+    assert "load_graph" in dir(gnplace) and dir(gnplace) == sorted(dir(gnplace))
+
+
 def test_every_public_name_is_seen_by_a_type_checker():
     """Each name of ``__all__`` is bound where a type checker reads, not only by the module's ``__getattr__``.
 
