@@ -26,6 +26,8 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import os
+import reprlib
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -164,6 +166,21 @@ def _load_file(path: Path) -> tuple[ModuleType, _Imports]:
     return module, imports
 
 
+def _as_spec(spec: Any) -> str:
+    """``spec`` as a str: a path given as an ``os.PathLike`` is its text; anything else is refused in one line.
+
+    Raises:
+        InvalidArgument: if ``spec`` is neither a str nor an ``os.PathLike`` (3 and None were an AttributeError
+            or TypeError from deep inside).
+    """
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise InvalidArgument(f"a source is given as a str (a graph file, an ONNX file or MODULE:FACTORY) or a path, "
+                              f"got {reprlib.repr(spec)}")
+    return spec
+
+
 def load_factory(spec: str) -> Callable[..., Any]:
     """The callable named by ``"module:factory"`` or ``"file.py:factory"``.
 
@@ -173,9 +190,10 @@ def load_factory(spec: str) -> Callable[..., Any]:
     returned. Two files of one name in two folders, each with its own helpers beside it, load each its own.
 
     Raises:
-        InvalidArgument: if the module or the attribute cannot be found, or is not callable.
+        InvalidArgument: if the module or the attribute cannot be found, or is not callable, or ``spec`` is no
+            str or ``os.PathLike``.
     """
-    factory, imports = _load_factory(spec)
+    factory, imports = _load_factory(_as_spec(spec))
     if imports.folder is None and not imports.own:
         return factory  # imported as any module is: nothing to put in place
     return _in_imports(factory, imports)
@@ -256,6 +274,7 @@ def load_graph_source(
         >>> load_graph_source("datasets/examples/mlp2x8w2048b512.gnpg").num_ops > 0
         True
     """
+    spec = _as_spec(spec)
     path = Path(spec)
     if path.suffix.lower() == ".onnx":
         from gnplace.importers.onnx import from_onnx
@@ -319,6 +338,7 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
     """
     from gnplace.importers.torch import import_step
 
+    spec = _as_spec(spec)
     _refuse_no_factory(spec)
     check_optimizer(optimizer)  # before the user's code runs
     factory, imports = _load_factory(spec)
@@ -336,6 +356,7 @@ def load_model_source(spec: str) -> tuple[Any, tuple[Any, ...], Callable[[Any], 
     Raises:
         InvalidArgument: as :func:`load_step_source`.
     """
+    spec = _as_spec(spec)
     _refuse_no_factory(spec)
     factory, imports = _load_factory(spec)
     with imports.active():

@@ -12,7 +12,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnsupportedGraph
-from gnplace.importers.sources import load_factory, load_graph_source, load_step_source
+from gnplace.importers.sources import load_factory, load_graph_source, load_model_source, load_step_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,6 +125,17 @@ def test_bad_sources_are_one_clear_error(tmp_path):
         load_graph_source("gnplace.execute.examples:Regression")  # a class that needs its body
     with pytest.raises(InvalidArgument, match="the factory raised ValueError: no weights here"):
         load_graph_source(f"{tmp_path / 'mymodels.py'}:broken")
+
+
+@pytest.mark.parametrize("load", [load_factory, load_graph_source, load_step_source, load_model_source])
+def test_a_source_given_as_a_path_loads_and_one_of_no_text_is_one_clear_error(tmp_path, load):
+    """``load_factory(Path("models.py:make"))`` was an AttributeError ('rpartition'), a ``Path`` of a factory given
+    to the others a TypeError ('not iterable'), and 3 or None either of them."""
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    assert load(tmp_path / "mymodels.py:make") is not None
+    for spec in (3, None):
+        with pytest.raises(InvalidArgument, match=r"^a source is given as a str \(a graph file, an ONNX file or "):
+            load(spec)
 
 
 def test_a_factory_name_that_is_no_identifier_and_a_missing_file_are_refused_before_any_import(tmp_path):
