@@ -204,7 +204,7 @@ def to_device_map(
         InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
             ``root`` is given and holds none of them, or some state lies outside ``root``; if ``graph`` is no
             :class:`~gnplace.graph.OpGraph`, ``cluster`` no :class:`~gnplace.cluster.Cluster`, ``root`` no
-            ``str`` or ``module`` no module.
+            ``str`` or ``module`` no module, or a module lacking a parameter of the graph (another model's).
         InvalidPlacement: if ``placement`` does not place every op of ``graph`` on a device of the cluster.
 
     Warns:
@@ -232,6 +232,16 @@ def to_device_map(
     if cluster is None:
         raise InvalidArgument("to_device_map needs the cluster (pass a Placement, or cluster=)")
     require_parameters(graph, root)
+    if module is not None and callable(getattr(module, "named_parameters", None)):
+        # another model's module was taken as it was: its _no_split_modules were kept whole, or none of the graph's
+        held = {name for name, _ in module.named_parameters(remove_duplicate=False)}
+        missing = sorted(set(_updated_parameters(graph).values()) - held)
+        if missing:
+            raise InvalidArgument(
+                f"to_device_map's module is not the one graph {graph.name!r} was imported from: {len(missing)} of "
+                f"the graph's parameters are none of its own, e.g. {missing[0]!r}; give the module the graph was "
+                "imported from, or None"
+            )
     placed = as_placement(graph, cluster, placement)
     per_param = _parameter_devices(graph, placed.devices)
     # every state-dict entry needs a key: transformers and accelerate refuse a map that leaves one out

@@ -84,6 +84,16 @@ def test_to_and_from_device_map_refuse_arguments_of_the_wrong_kind_in_one_line()
             from_device_map(graph, given, {"": 0})
 
 
+def test_a_module_other_than_the_graphs_is_refused_in_one_line():
+    """Another model's module was taken as it was: its ``_no_split_modules`` were kept whole, or none of the graph's."""
+    graph = _graph(_net())
+    placement = Placement(np.zeros(graph.num_ops, dtype=np.int64), load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument, match=r"^to_device_map's module is not the one graph '\w+' was imported from: "
+                                              r"\d+ of the graph's parameters are none of its own, e\.g\. '"):
+        to_device_map(graph, placement, module=torch.nn.Linear(3, 3))
+    assert to_device_map(graph, placement, module=_net()) == to_device_map(graph, placement)
+
+
 class HasAnUpdateModule(torch.nn.Module):
     """A top-level module named ``update`` (a gate): its forward ops are ``update/addmm``, as update nodes are."""
 
