@@ -160,11 +160,9 @@ class AnnealingPlacer:
             from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
 
             if start not in PLACERS:  # a misspelt start is refused here, not after the run began; the line said
-                # "unknown placer 'x'", naming neither the option (-O annealing.start=x) nor best and random, then
-                # listed best and random among the placers (which -p refuses)
-                raise UnknownName(f"AnnealingPlacer: start: unknown start {start!r} (a placer: "
-                                  f"{', '.join(sorted(PLACERS.names()))}; or 'best' of single and round_robin, or "
-                                  "'random'; or a placer object)")
+                # "unknown placer 'x'", naming neither the option (-O annealing.start=x) nor best and random
+                raise UnknownName(f"AnnealingPlacer: start: unknown placer {start!r} (choose one of: "
+                                  f"{', '.join(sorted([*PLACERS.names(), 'best', 'random']))}, or a placer)")
             PLACERS.resolve(start)  # (its module imports: one that cannot is refused here too)
         numbers = {"initial_temperature": initial_temperature, "final_temperature": final_temperature,
                    "reheat_temperature": reheat_temperature, "swap_probability": swap_probability,
