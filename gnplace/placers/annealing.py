@@ -160,9 +160,11 @@ class AnnealingPlacer:
             from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
 
             if start not in PLACERS:  # a misspelt start is refused here, not after the run began; the line said
-                # "unknown placer 'x'", naming neither the option (-O annealing.start=x) nor best and random
+                # "unknown placer 'x'", naming neither the option (-O annealing.start=x) nor best and random, then
+                # listed best and random among the placers (neither is one: -p best is refused)
                 raise UnknownName(f"AnnealingPlacer: start: unknown placer {start!r} (choose one of: "
-                                  f"{', '.join(sorted([*PLACERS.names(), 'best', 'random']))}, or a placer)")
+                                  f"{', '.join(sorted(PLACERS.names()))}; or best, the better of single and "
+                                  "round_robin; or random, one random placement)")
             PLACERS.resolve(start)  # (its module imports: one that cannot is refused here too)
         numbers = {"initial_temperature": initial_temperature, "final_temperature": final_temperature,
                    "reheat_temperature": reheat_temperature, "swap_probability": swap_probability,

@@ -65,8 +65,10 @@ def test_starts_from_a_placer_object_or_a_registered_name(counting_simulator, st
     assert sim.evaluations == 20
     assert step_time(g, c, p) <= step_time(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
     with pytest.raises(UnknownName, match=r"^AnnealingPlacer: start: unknown placer 'nope' \(choose one of: "
-                                          r"annealing, auto, best, .*, random, random_search, .*, or a placer\)$"):
+                                          r"annealing, auto, .*, random_search, .*; or best, the better of single and "
+                                          r"round_robin; or random, one random placement\)$") as caught:
         AnnealingPlacer(budget=5, start="nope").place(g, c, seed=0)
+    assert "best," not in str(caught.value).split(";")[0]  # best and random are starts, not placers: -p best fails
 
 
 def test_improves_on_a_parallel_graph(step_time):
