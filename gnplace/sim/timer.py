@@ -17,6 +17,8 @@ search, memory repair and reinforcement learning share.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import reprlib
 from abc import ABC, abstractmethod
@@ -243,7 +245,10 @@ class StepTimer(ABC):
     Subclasses implement :meth:`time`; :meth:`time_batch` loops over :meth:`time` unless a subclass
     has a faster way. ``cost_model`` is the :class:`~gnplace.sim.costmodel.CostModel` whose op and
     transfer estimates placers plan with when this timer scores them (default: the Paleo model
-    with launch overheads, which also reads measured op seconds from the graph).
+    with launch overheads, which also reads measured op seconds from the graph). What a subclass written outside
+    gnplace returns is checked: :meth:`time` must give a :class:`StepResult` and :meth:`time_batch` a
+    :class:`BatchResult`, of step times finite and >= 0 s, else :class:`~gnplace.exceptions.InvalidArgument`
+    names the timer's class and what it returned.
 
     Examples:
         >>> from gnplace.toy import chain_graph, toy_cluster
@@ -258,6 +263,21 @@ class StepTimer(ABC):
 
     #: The analytic costs that describe this timer; placers estimate op times from it.
     cost_model: CostModel = DEFAULT_COSTS
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check what a timer written outside gnplace returns from its own :meth:`time` and :meth:`time_batch`.
+
+        Placers read ``.step_time`` and ``.peak_memory`` of whatever a timer returns: a ``time()`` returning a float
+        failed as a bare AttributeError deep inside a placer (``repair_memory``, ``BatchResult.from_results``), and a
+        step time of nan, below 0 or infinite was taken silently. gnplace's own timers are left as they are.
+        """
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ == "gnplace" or cls.__module__.startswith("gnplace."):
+            return
+        for name, check in (("time", _checked_step), ("time_batch", _checked_batch)):
+            method = cls.__dict__.get(name)
+            if inspect.isfunction(method) and not getattr(method, "_gnplace_checked", False):
+                setattr(cls, name, _checking(method, check))
 
     @abstractmethod
     def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
@@ -285,6 +305,63 @@ class StepTimer(ABC):
         made_for = GraphKey.of(graph)
         results = [self.time(graph, cluster, Placement(row, cluster, made_for)) for row in array]
         return BatchResult.from_results(results, cluster.num_devices)
+
+
+def _checking(method: Any, check: Any) -> Any:
+    """``method`` with ``check(timer, result)`` applied to what it returns."""
+
+    @functools.wraps(method)
+    def checked(self: StepTimer, *args: Any, **kwargs: Any) -> Any:
+        return check(self, method(self, *args, **kwargs))
+
+    checked._gnplace_checked = True  # type: ignore[attr-defined]
+    return checked
+
+
+def _bad_seconds(value: Any) -> bool:
+    try:
+        return not 0 <= float(value) < math.inf  # nan fails both comparisons
+    except (TypeError, ValueError):
+        return True
+
+
+def _checked_step(timer: StepTimer, result: Any) -> StepResult:
+    """``result`` of ``timer.time()``, refused unless a :class:`StepResult` of finite step seconds >= 0.
+
+    Raises:
+        InvalidArgument: naming the timer's class and what it returned.
+    """
+    name = type(timer).__name__
+    if not isinstance(result, StepResult):
+        raise InvalidArgument(f"timer {name}: time() must return a StepResult, got {reprlib.repr(result)} "
+                              f"({type(result).__name__})")
+    if _bad_seconds(result.step_time):
+        raise InvalidArgument(f"timer {name}: time() returned a step_time of {reprlib.repr(result.step_time)}, "
+                              f"expected finite seconds >= 0")
+    return result
+
+
+def _checked_batch(timer: StepTimer, result: Any) -> BatchResult:
+    """``result`` of ``timer.time_batch()``, refused unless a :class:`BatchResult` of finite step seconds >= 0.
+
+    Raises:
+        InvalidArgument: naming the timer's class and what it returned.
+    """
+    name = type(timer).__name__
+    if not isinstance(result, BatchResult):
+        raise InvalidArgument(f"timer {name}: time_batch() must return a BatchResult, got {reprlib.repr(result)} "
+                              f"({type(result).__name__})")
+    try:
+        steps = np.asarray(result.step_time, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"timer {name}: time_batch() returned a step_time of {reprlib.repr(result.step_time)}, "
+                              f"expected an array of finite seconds >= 0") from None
+    bad = np.flatnonzero(~((steps >= 0) & (steps < np.inf)))
+    if bad.size:
+        first = int(bad[0])
+        raise InvalidArgument(f"timer {name}: time_batch() returned a step_time of {float(steps[first])!r} for "
+                              f"placement {first}, expected finite seconds >= 0")
+    return result
 
 
 def overflow(peak_memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:

@@ -355,3 +355,65 @@ def test_time_groups_times_the_ops_placements_in_c_order(monkeypatch):
     assert seen == [True]
     want = [Simulator().time(g, c, r[g.group]).step_time for r in rows]
     assert result.step_time.tolist() == want
+
+
+class _Returns(StepTimer):
+    """A user's timer whose ``time`` (and, when ``batch`` is given, ``time_batch``) returns what it is told."""
+
+    def __init__(self, result, batch=None):
+        self.result, self.batch = result, batch
+
+    def time(self, graph, cluster, placement, *, timeline=False):
+        return self.result(graph, cluster, placement) if callable(self.result) else self.result
+
+    def time_batch(self, graph, cluster, placements):
+        return self.batch if self.batch is not None else super().time_batch(graph, cluster, placements)
+
+
+def _step(seconds):
+    def result(graph, cluster, placement):
+        timed = Simulator().time(graph, cluster, placement)
+        return type(timed)(seconds, timed.busy_time, timed.peak_memory, timed.memory_capacity, timed.device_names)
+    return result
+
+
+@pytest.mark.parametrize("placer", ["expert", "single", "random_search"])
+@pytest.mark.parametrize(("result", "says"), [
+    (1.5, "timer _Returns: time() must return a StepResult, got 1.5 (float)"),
+    (_step(float("nan")), "timer _Returns: time() returned a step_time of nan, expected finite seconds >= 0"),
+    (_step(-1.0), "timer _Returns: time() returned a step_time of -1.0, expected finite seconds >= 0"),
+    (_step(float("inf")), "timer _Returns: time() returned a step_time of inf, expected finite seconds >= 0"),
+])
+def test_a_user_timer_returning_no_valid_step_result_is_refused_naming_it(placer, result, says):
+    """A float from time() was a bare AttributeError inside the placers; a step of nan, -1 or inf s was taken."""
+    from gnplace import get_placer
+
+    g, c = chain_graph(4), _toy2()
+    with pytest.raises(InvalidArgument) as err:
+        get_placer(placer, timer=_Returns(result)).place(g, c)
+    assert str(err.value) == says
+
+
+def _toy2():
+    from gnplace.toy import toy_cluster
+
+    return toy_cluster(2)
+
+
+@pytest.mark.parametrize(("batch", "says"), [
+    ([1.0], "timer _Returns: time_batch() must return a BatchResult, got [1.0] (list)"),
+    (BatchResult(np.array([1.0, np.nan]), np.zeros((2, 2)), np.zeros((2, 2)), np.zeros(2, dtype=bool)),
+     "timer _Returns: time_batch() returned a step_time of nan for placement 1, expected finite seconds >= 0"),
+])
+def test_a_user_timer_batch_returning_no_valid_batch_result_is_refused_naming_it(batch, says):
+    with pytest.raises(InvalidArgument) as err:
+        _Returns(_step(1.0), batch).time_batch(chain_graph(3), _toy2(), [[0, 0, 0], [0, 1, 0]])
+    assert str(err.value) == says
+
+
+def test_a_valid_user_timer_gives_what_the_simulator_gives():
+    g, c = chain_graph(4), _toy2()
+    ours = _Returns(lambda graph, cluster, placement: Simulator().time(graph, cluster, placement))
+    batch = [[0, 0, 1, 1], [0, 1, 0, 1]]
+    assert ours.time_batch(g, c, batch) == Simulator().time_batch(g, c, batch)
+    assert ours.time(g, c, [0, 1, 1, 1]) == Simulator().time(g, c, [0, 1, 1, 1])
