@@ -414,7 +414,8 @@ def apply(
         loss (callable, optional): maps the module's output to a scalar loss (default: the module returns it).
         devices (Sequence[str], optional): torch device of each cluster device (default: CPUs ``cpu``,
             GPUs ``cuda:0..``).
-        step (ImportedStep, optional): the step already recorded (default: recorded here).
+        step (ImportedStep, optional): the step already recorded (default: recorded here). It computes the loss
+            it was recorded with: ``loss=`` given with it must be that same function (or be left out).
         cluster (Cluster, str or Path, optional): with a placement file, the cluster it was made for, or its
             preset name or YAML file (default: the preset the file names).
 
@@ -422,8 +423,9 @@ def apply(
         PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients.
 
     Raises:
-        InvalidArgument: for what is no module, step, device name or loss of the kinds above, or a module whose
-            parameters or buffers are on the meta device (no data to run the step on).
+        InvalidArgument: for what is no module, step, device name or loss of the kinds above, a ``loss=`` other than
+            the one ``step=`` was recorded with, or a module whose parameters or buffers are on the meta device (no
+            data to run the step on).
         InvalidPlacement: if the placement is of another graph or cluster, or the file cannot be read as one.
         UnsupportedGraph: if the model's training step cannot be recorded (an op the importer cannot follow).
         ExecutionFailed: if the placed step cannot run on the devices named (a CUDA device torch does not see).
@@ -453,6 +455,7 @@ def apply(
         raise InvalidArgument(f"step must be the model's ImportedStep (gnplace.importers.torch.import_step), "
                               f"got {reprlib.repr(step)}")
     if loss is not None:
+        _check_step_loss(loss, step)
         _warn_captured_tensors(loss, step)
     if isinstance(placement, (str, os.PathLike)):
         from gnplace.placement import load_placement
@@ -467,6 +470,25 @@ def apply(
         raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
                               "run the step)")
     return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
+
+
+def _check_step_loss(loss: Callable[[Any], torch.Tensor], step: Any) -> None:
+    """Refuse a ``loss=`` other than the one ``step`` was recorded with: the recorded step computes its own.
+
+    ``apply(net, p, x, loss=L, step=s)`` with ``s`` recorded under another loss ran ``s``'s and ignored ``L``.
+
+    Raises:
+        InvalidArgument: saying which loss the step computes.
+    """
+    recorded = getattr(step, "loss", None)
+    if loss is recorded or (recorded is not None and loss == recorded):  # a bound method is made anew on each access
+        return
+    def named(fn: Any) -> str:
+        return str(getattr(fn, "__qualname__", None) or reprlib.repr(fn))
+
+    had = f"another ({named(recorded)})" if recorded is not None else "none (the module returned its loss)"
+    raise InvalidArgument(f"apply: loss={named(loss)} is not the loss step= was recorded with, {had}, and the "
+                          "recorded step computes its own: give import_step's loss or leave loss= out")
 
 
 def _attributes(value: Any) -> list[tuple[str, Any]]:

@@ -30,7 +30,7 @@ import math
 import reprlib
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,8 @@ class ImportedStep:
         input_node (Mapping[int, int]): index of an input tensor among ``example_inputs`` flattened
             (``trace.inputs``: a dict or tuple of tensors is one entry a tensor) -> its ``input`` node, for
             the inputs the step reads.
+        loss (callable | None): the loss function the step was recorded with (``None``: the module returned its
+            loss); the recorded step computes it, whatever loss is given later.
     """
 
     graph: OpGraph
@@ -73,6 +75,7 @@ class ImportedStep:
     update_node: Mapping[str, int]
     read_node: Mapping[str, int]
     input_node: Mapping[int, int]
+    loss: Callable[[Any], torch.Tensor] | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # the trace's every op and the maps printed: 130,000 characters for a small transformer
         return f"ImportedStep(graph={self.graph!r}, trace={self.trace!r})"
@@ -143,8 +146,8 @@ def _import(
                               f"got {reprlib.repr(meta)}")
     _warn_of_hooks(module, stacklevel=4)
     trace = record_training_step(module, example_inputs, loss)
-    return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,
-                          stacklevel=4)
+    step = _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta, stacklevel=4)
+    return replace(step, loss=loss)
 
 
 #: The hooks of a module, by the attribute that holds them and the kind a warning names.

@@ -1397,3 +1397,37 @@ def test_meta_device_module_or_input_is_one_clear_error():
     assert placed(torch.ones(8, 4)).item() == pytest.approx(16.0)
     with pytest.raises(InvalidArgument, match=r"^input 0 is on the meta device \(a shape with no data\)"):
         placed(torch.empty(8, 4, device="meta"))
+
+
+def _other_loss(y):
+    return y.abs().mean()
+
+
+class _ReturnsItsLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.lin(x).square().mean()
+
+
+def test_a_loss_other_than_the_recorded_steps_is_refused():
+    """apply(loss=L, step=s) with s recorded under another loss ran s's loss and ignored L, silently."""
+    net = torch.nn.Linear(4, 2)
+    x = torch.randn(8, 4)
+    step = import_step(net, (x,), loss=_loss)
+    placement = Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument) as err:
+        gnplace.apply(net, placement, (x,), loss=_other_loss, devices=["cpu", "cpu"], step=step)
+    assert str(err.value) == ("apply: loss=_other_loss is not the loss step= was recorded with, another (_loss), "
+                              "and the recorded step computes its own: give import_step's loss or leave loss= out")
+    for loss in (_loss, None):  # the recorded loss again, or none: the step's own
+        placed = gnplace.apply(net, placement, (x,), loss=loss, devices=["cpu", "cpu"], step=step)
+        torch.testing.assert_close(placed(x), _loss(net(x)))
+    own = _ReturnsItsLoss()
+    step = import_step(own, (x,))
+    placement = Placement([0] * step.graph.num_ops, load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument, match=r"^apply: loss=_other_loss is not the loss step= was recorded with, "
+                                              r"none \(the module returned its loss\), and"):
+        gnplace.apply(own, placement, (x,), loss=_other_loss, devices=["cpu", "cpu"], step=step)
