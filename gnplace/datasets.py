@@ -118,7 +118,7 @@ def generate_dataset(
         out (str or os.PathLike): folder to write the graphs and ``manifest.json`` to (created if missing).
         seed (int, optional): seed of the graphs and of the split (default: 0).
         test_count (int, optional): graphs in the test split (default: a quarter of ``count``).
-        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
+        optimizer (str, optional): ``"sgd"``, ``"momentum"``, ``"adam"`` or ``"adamw"`` (default: ``"sgd"``).
         progress (callable, optional): called with ``(index, graph)`` after each graph.
         resume (bool, optional): keep graph files that already exist from an interrupted run with
             the same arguments instead of drawing them again (default: :obj:`True`). Graphs of

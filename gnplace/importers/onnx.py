@@ -209,7 +209,7 @@ def from_onnx(
         model (str, Path or onnx.ModelProto): the ONNX file or a loaded model.
         input_shapes (Mapping[str, list[int]], optional): sizes of the graph inputs, needed for
             inputs with dynamic dimensions (default: the sizes the file declares).
-        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
+        optimizer (str, optional): ``"sgd"``, ``"momentum"``, ``"adam"`` or ``"adamw"`` (default: ``"sgd"``).
         name (str, optional): graph name (default: the file name without suffix, or the graph's name).
         trainable (Iterable[str], optional): names of the initializers to train (default: every float
             initializer of at least two elements read as a weight, not as a recurrent layer's initial state).

@@ -1405,3 +1405,20 @@ def test_a_weight_read_by_two_groups_is_served_by_a_read_op_holding_its_bytes():
     assert g.out_bytes[read] == 8 * 8 * 4
     assert g.index("mm2") in g.edge_dst[g.edge_src == read].tolist()
     assert set(g.edge_bytes[g.edge_src == read].tolist()) == {8 * 8 * 4}
+
+
+def test_every_docstring_that_lists_the_optimizers_lists_them_all():
+    """from_onnx's (and write_dataset's) said "sgd", "momentum" or "adam", though both take "adamw" too."""
+    import pathlib
+    import re
+
+    import gnplace
+
+    root = pathlib.Path(gnplace.__file__).parent
+    listed = re.compile(r'optimizer \(str[^)]*\): (``"[a-z]+"``(?:, ``"[a-z]+"``)*(?:,)? or ``"[a-z]+"``)')
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        for match in listed.finditer(path.read_text(encoding="utf-8")):
+            found[f"{path.relative_to(root)}"] = sorted(re.findall(r'"([a-z]+)"', match.group(1)))
+    assert "importers/onnx.py" in found and "datasets.py" in found
+    assert {where: names for where, names in found.items() if names != sorted(OPTIMIZERS)} == {}
