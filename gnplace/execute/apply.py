@@ -445,8 +445,10 @@ def apply(
         torch.Size([8, 4])
     """
     from gnplace.importers.torch import ImportedStep, import_step
+    from gnplace.importers.trace import check_loss
 
     check_device_names(devices)  # before the step is recorded
+    check_loss(loss)  # loss=3 was an UnsupportedGraph from the recording, "'int' object is not callable"
     if not isinstance(module, torch.nn.Module):  # None was an AttributeError inside the recording
         raise InvalidArgument(f"apply needs the model, a torch.nn.Module, got {reprlib.repr(module)}")
     if step is None:

@@ -107,7 +107,8 @@ def import_step(
 
     Raises:
         InvalidArgument: if ``module`` is no ``torch.nn.Module``, or ``example_inputs`` neither a tensor nor a
-            tuple of inputs (a dict, None, a number, a string), or ``meta`` neither a dict nor None.
+            tuple of inputs (a dict, None, a number, a string), or ``meta`` neither a dict nor None, or ``loss``
+            neither callable nor None.
         UnsupportedGraph: if the step cannot be traced (the message names the failing op), or a parameter gets a
             sparse gradient (``nn.Embedding(sparse=True)``) and ``optimizer`` is ``"adam"`` or ``"adamw"``, whose
             torch classes refuse one.

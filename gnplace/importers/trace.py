@@ -485,6 +485,27 @@ def _described(value: Any) -> str:
     return reprlib.repr(value)
 
 
+def check_loss(loss: Any) -> None:
+    """Refuse a ``loss`` that is neither callable nor None (``loss=3``).
+
+    It was called inside the recording: an UnsupportedGraph ("the loss function raised TypeError: 'int' object
+    is not callable"), where the callers promise InvalidArgument.
+
+    Raises:
+        InvalidArgument: naming the value.
+
+    Examples:
+        >>> check_loss(3)
+        Traceback (most recent call last):
+        ...
+        gnplace.exceptions.InvalidArgument: loss must be a function of the module's output returning a scalar loss, \
+or None (the module returns its loss), got 3
+    """
+    if loss is not None and not callable(loss):
+        raise InvalidArgument("loss must be a function of the module's output returning a scalar loss, or None (the "
+                              f"module returns its loss), got {reprlib.repr(loss)}")
+
+
 def record_training_step(
     module: torch.nn.Module, example_inputs: tuple[Any, ...], loss: Callable[[Any], torch.Tensor] | None = None
 ) -> TrainingTrace:
@@ -497,11 +518,13 @@ def record_training_step(
             returns the loss, a scalar tensor or a tuple whose first item is one).
 
     Raises:
-        InvalidArgument: if ``module`` is no module (None, a function, a module's class).
+        InvalidArgument: if ``module`` is no module (None, a function, a module's class), or ``loss`` neither
+            callable nor None.
         UnsupportedGraph: if the step cannot be run or traced; the message names the failing op.
     """
     if not isinstance(module, torch.nn.Module):  # None or a function was an AttributeError ('named_parameters')
         raise InvalidArgument(f"the model must be a torch.nn.Module (an instance), got {_described(module)}")
+    check_loss(loss)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}

@@ -1431,3 +1431,18 @@ def test_a_loss_other_than_the_recorded_steps_is_refused():
     with pytest.raises(InvalidArgument, match=r"^apply: loss=_other_loss is not the loss step= was recorded with, "
                                               r"none \(the module returned its loss\), and"):
         gnplace.apply(own, placement, (x,), loss=_other_loss, devices=["cpu", "cpu"], step=step)
+
+
+def test_a_loss_that_is_no_function_is_an_invalid_argument():
+    """loss=3 was an UnsupportedGraph from the recording ("'int' object is not callable"), as the docstring has not."""
+    net = torch.nn.Linear(4, 2)
+    x = torch.randn(8, 4)
+    step = import_step(net, (x,), loss=_loss)
+    placement = Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2"))
+    says = (r"^loss must be a function of the module's output returning a scalar loss, or None \(the module returns "
+            r"its loss\), got 3$")
+    for given in (None, step):
+        with pytest.raises(InvalidArgument, match=says):
+            gnplace.apply(net, placement, (x,), loss=3, devices=["cpu", "cpu"], step=given)
+    with pytest.raises(InvalidArgument, match=says):
+        import_step(net, (x,), loss=3)
