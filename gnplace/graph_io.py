@@ -634,8 +634,9 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
     """
     path = as_path(path, "graph file")  # None was pathlib's TypeError
     if path.suffix.lower() == ".onnx":
-        raise InvalidGraph(f"{path}: an ONNX model, not a gnplace graph file; convert it with `gnplace import "
-                           f"{path} -o GRAPH.gnpg` (gnplace place reads ONNX files directly)")
+        raise InvalidGraph(f"{path}: an ONNX model, not a gnplace graph file; read it with "
+                           f"gnplace.importers.onnx.from_onnx, or convert it with `gnplace import {path} -o "
+                           "GRAPH.gnpg` (gnplace place reads ONNX files directly)")
     raw = read_file(path, InvalidGraph, "graph file")
     try:
         if raw[:2] == b"\x1f\x8b":

@@ -656,7 +656,8 @@ def test_failed_save_keeps_the_old_file_and_leaves_no_tmp(tmp_path, disk_full_at
 def test_an_onnx_file_given_as_a_graph_file_points_to_the_importer(tmp_path):
     model = tmp_path / "m.onnx"
     model.write_bytes(b"\x08\x07")  # whatever it holds: the suffix says it is a model
-    with pytest.raises(InvalidGraph, match="an ONNX model, not a gnplace graph file; convert it with `gnplace import"):
+    with pytest.raises(InvalidGraph, match="an ONNX model, not a gnplace graph file; read it with "
+                                           r"gnplace\.importers\.onnx\.from_onnx, or convert it with `gnplace import"):
         load_graph(model)
 
 

@@ -537,8 +537,8 @@ def fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int
     bound: dict[str, tuple[int, str]] = {}  # symbolic dim name -> the size the inputs give it, and the first input
     for name, sizes in input_shapes.items():
         if name not in inputs:
-            raise UnknownName(f"{source}: --input-shape names {name!r}, which is not an input of the model "
-                              f"(inputs: {', '.join(inputs) or 'none'})")
+            raise UnknownName(f"{source}: input_shapes (--input-shape) names {name!r}, which is not an input of the "
+                              f"model (inputs: {', '.join(inputs) or 'none'})")
         sizes = _whole_sizes(name, sizes, source)
         if any(s <= 0 for s in sizes):
             raise InvalidArgument(f"{source}: input shape {name}={','.join(map(str, sizes))} has a size below 1")
@@ -549,19 +549,19 @@ def fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int
         if declared is not None:
             if len(declared) != len(sizes):
                 raise InvalidArgument(f"{source}: input {name!r} has {len(declared)} dimensions "
-                                       f"{shape_text(declared)}, --input-shape gives {len(sizes)}")
+                                       f"{shape_text(declared)}, input_shapes (--input-shape) gives {len(sizes)}")
             for axis, (d, s) in enumerate(zip(declared, sizes)):
                 if isinstance(d, int) and d != s:
                     raise InvalidArgument(f"{source}: input {name!r} has fixed size {d} at dimension {axis} "
-                                           f"{shape_text(declared)}, --input-shape gives {s}")
+                                           f"{shape_text(declared)}, input_shapes (--input-shape) gives {s}")
         tensor_type.ClearField("shape")
         for s in sizes:
             tensor_type.shape.dim.add().dim_value = s
         for d, s in zip(declared or (), sizes):
             if isinstance(d, str) and d in bound and bound[d][0] != s:  # ONNX: a dim name is one size in a graph
-                raise InvalidArgument(f"{source}: --input-shape gives dimension {d!r} two sizes, {bound[d][0]} "
-                                      f"(input {bound[d][1]!r}) and {s} (input {name!r}); ONNX holds a named "
-                                      "dimension at one size across the graph")
+                raise InvalidArgument(f"{source}: input_shapes (--input-shape) gives dimension {d!r} two sizes, "
+                                      f"{bound[d][0]} (input {bound[d][1]!r}) and {s} (input {name!r}); ONNX holds a "
+                                      "named dimension at one size across the graph")
             if isinstance(d, str):
                 bound.setdefault(d, (s, name))
     sizes_of = {d: size for d, (size, _) in bound.items()}

@@ -87,8 +87,8 @@ def test_input_shapes_keep_the_declared_shapes_of_ops_onnx_has_no_schema_for():
 @pytest.mark.parametrize(
     "shapes, error, match",
     [
-        ({"y": [8, 16]}, UnknownName, r"'y', which is not an input .*inputs: x"),
-        ({"x": [8, 16, 1]}, InvalidArgument, r"has 2 dimensions \[batch, 16\], --input-shape gives 3"),
+        ({"y": [8, 16]}, UnknownName, r"input_shapes \(--input-shape\) names 'y', which is not an input .*inputs: x"),
+        ({"x": [8, 16, 1]}, InvalidArgument, r"has 2 dimensions \[batch, 16\], input_shapes \(--input-shape\) gives 3"),
         ({"x": [8, 15]}, InvalidArgument, r"fixed size 16 at dimension 1"),
         ({"x": [0, 16]}, InvalidArgument, "below 1"),
         # each was cut, taken as 1, or a TypeError, ValueError or AttributeError from inside
