@@ -384,16 +384,17 @@ class _Builder:
         if self.trainable_override is not None:
             missing = sorted(self.trainable_override - set(self.inits))
             if missing:
-                raise UnknownName(f"{source}: trainable names {missing[0]!r}, which is not an initializer of the model")
+                raise UnknownName(f"{source}: trainable (--trainable) names {missing[0]!r}, which is not an "
+                                  "initializer of the model")
             whole = sorted(x for x in self.trainable_override if self.inits[x].data_type not in FLOAT_TYPES)
             if whole:  # an int64 tensor got a gradient and an optimizer update
                 kind = onnx.TensorProto.DataType.Name(self.inits[whole[0]].data_type).lower()
-                raise InvalidArgument(f"{source}: trainable names {whole[0]!r}, an initializer of type {kind}: only "
-                                      "floating-point tensors have gradients")
+                raise InvalidArgument(f"{source}: trainable (--trainable) names {whole[0]!r}, an initializer of type "
+                                      f"{kind}: only floating-point tensors have gradients")
         self.frozen = set(frozen) if frozen is not None else set()
         if self.frozen - set(self.inits):
-            raise UnknownName(f"{source}: frozen names {sorted(self.frozen - set(self.inits))[0]!r}, which is not "
-                              "an initializer of the model")
+            raise UnknownName(f"{source}: frozen (--frozen) names {sorted(self.frozen - set(self.inits))[0]!r}, which "
+                              "is not an initializer of the model")
         self.opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         self.folded_from = dict(folded or {})
         self.alias, self.parameter_of, self.made = fold_roles(proto, self.folded_from, set(self.inits))
@@ -593,8 +594,8 @@ class _Builder:
                           "the model with the mode a constant for another)", stacklevel=3)
         if not trainable:  # the torch importer refuses such a model; a forward pass alone may still be worth placing
             warnings.warn(f"{self.source}: no initializer is trained (none is a float weight of two elements or more "
-                          "that a gradient reaches, or --frozen names them all): the graph holds the forward pass "
-                          "alone, with no backward pass or updates", stacklevel=3)
+                          "that a gradient reaches, or frozen (--frozen) names them all): the graph holds the forward "
+                          "pass alone, with no backward pass or updates", stacklevel=3)
         return graph
 
     def _build_step(self, graph_name: str, meta: dict[str, Any], needed: list[bool], trainable: set[str]) -> OpGraph:
@@ -950,8 +951,8 @@ class _Builder:
         if self.trainable_override is not None:
             unread = sorted(self.trainable_override - self.frozen - set(param_users))
             if unread:  # dropped without a word
-                raise InvalidArgument(f"{self.source}: trainable names {unread[0]!r}, which no op of the model reads "
-                                      "where a gradient can reach it")
+                raise InvalidArgument(f"{self.source}: trainable (--trainable) names {unread[0]!r}, which no op of the "
+                                      "model reads where a gradient can reach it")
         ungraded = {p for p in param_users if ("param", -1, p) not in contributions}
         if self.trainable_override is None and ungraded:
             raise _NoGradient(ungraded)
@@ -961,8 +962,8 @@ class _Builder:
             grads = contributions.pop(("param", -1, p), [])
             source = self._summed(grads, p, step.home[p], module) if grads else None
             if source is None and self.trainable_override is not None and p in self.trainable_override:
-                raise InvalidArgument(f"{self.source}: trainable names {p!r}, which no gradient reaches (it reaches "
-                                      "the outputs only through non-differentiable inputs of ops)")
+                raise InvalidArgument(f"{self.source}: trainable (--trainable) names {p!r}, which no gradient reaches "
+                                      "(it reaches the outputs only through non-differentiable inputs of ops)")
             numel = math.prod(self.shape(p) or ())
             up = self.add_node(f"update/{p}", f"{self.optimizer}_update", UPDATE, self.update_flops * numel, 0,
                                step.home[p], module, param_bytes=pbytes * self.state_factor)

@@ -111,8 +111,8 @@ def test_unknown_op_types_are_one_warning_line(tmp_path, capsys):
         ("dynamic", ["--input-shape", "x=8,0"], "bad input shape 'x=8,0'"),
         ("dynamic", ["--input-shape", "y=8,16"], "input_shapes (--input-shape) names 'y', which is not an input of the model (inputs: x)"),
         ("dynamic", ["--input-shape", "x=8,16,1"], "has 2 dimensions [batch, 16], input_shapes (--input-shape) gives 3"),
-        ("fixed", ["--frozen", "bias"], "frozen names 'bias', which is not an initializer of the model"),
-        ("fixed", ["--trainable", "bias"], "trainable names 'bias', which is not an initializer of the model"),
+        ("fixed", ["--frozen", "bias"], "frozen (--frozen) names 'bias', which is not an initializer of the model"),
+        ("fixed", ["--trainable", "bias"], "trainable (--trainable) names 'bias', which is not an initializer of the model"),
         ("empty", [], "has no ops; there is nothing to place"),
     ],
 )

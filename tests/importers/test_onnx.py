@@ -1108,11 +1108,11 @@ def test_trainable_names_a_gradient_cannot_reach_are_refused():
              numpy_helper.from_array(np.ones(2, np.float32), "scales"), weight("w", 16, 4), weight("unused", 4, 4)]
     proto = model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], inits, opset=13)
     assert updates(from_onnx(proto, trainable=["w"])) == ["w"]
-    with pytest.raises(InvalidArgument, match=r"trainable names 'wi', an initializer of type int64: only floating-point"):
+    with pytest.raises(InvalidArgument, match=r"trainable \(--trainable\) names 'wi', an initializer of type int64: only floating-point"):
         from_onnx(proto, trainable=["wi", "w"])
-    with pytest.raises(InvalidArgument, match=r"trainable names 'scales', which no gradient reaches"):
+    with pytest.raises(InvalidArgument, match=r"trainable \(--trainable\) names 'scales', which no gradient reaches"):
         from_onnx(proto, trainable=["scales", "w"])
-    with pytest.raises(InvalidArgument, match=r"trainable names 'unused', which no op of the model reads"):
+    with pytest.raises(InvalidArgument, match=r"trainable \(--trainable\) names 'unused', which no op of the model reads"):
         from_onnx(proto, trainable=["unused", "w"])
 
 
@@ -1208,7 +1208,7 @@ def test_a_weight_no_gradient_reaches_gets_no_update():
     frozen = from_onnx(_quantized_model(integers=True), frozen=["w1"])  # as a weight --frozen names: a constant
     assert g.node_names == frozen.node_names and np.array_equal(g.flops, frozen.flops)
     assert np.array_equal(g.edge_src, frozen.edge_src) and np.array_equal(g.edge_dst, frozen.edge_dst)
-    with pytest.raises(InvalidArgument, match="trainable names 'w1', which no gradient reaches"):
+    with pytest.raises(InvalidArgument, match=r"trainable \(--trainable\) names 'w1', which no gradient reaches"):
         from_onnx(_quantized_model(integers=True), trainable=["w1", "w2"])  # named: refused, as before
 
 
