@@ -485,6 +485,7 @@ def _check_step_loss(loss: Callable[[Any], torch.Tensor], step: Any) -> None:
     recorded = getattr(step, "loss", None)
     if loss is recorded or (recorded is not None and loss == recorded):  # a bound method is made anew on each access
         return
+
     def named(fn: Any) -> str:
         return str(getattr(fn, "__qualname__", None) or reprlib.repr(fn))
 
