@@ -772,9 +772,9 @@ class _Builder:
             what = f"has op type {node.op_type!r}, which ONNX does not define" if standard else \
                 f"is {kind}, an op of a custom domain that gnplace has no FLOP rule for"
             raise UnsupportedGraph(
-                f"{self.source}: node {node.name or node.op_type!r} {what} (`gnplace import "
-                "--allow-unknown-ops` counts it at 1 FLOP per output element, and the graph file it "
-                "writes places like any other)"
+                f"{self.source}: node {node.name or node.op_type!r} {what} (allow_unknown_ops=True, `gnplace "
+                "import --allow-unknown-ops`, counts it at 1 FLOP per output element, and the graph it "
+                "makes places like any other)"
             )
         unknown.add(kind)
         return float(sum(math.prod(s) for s in out_shapes if s is not None))

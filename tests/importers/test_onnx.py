@@ -989,7 +989,8 @@ def test_an_op_type_onnx_does_not_define_is_refused_unless_allowed():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("FrobnicateOp", ["h"], ["y"], name="frob")]
     onnx_model = model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)], value_info=[vi("h", [4, 8])])
-    with pytest.raises(UnsupportedGraph, match="node 'frob' has op type 'FrobnicateOp', which ONNX does not define"):
+    with pytest.raises(UnsupportedGraph, match="node 'frob' has op type 'FrobnicateOp', which ONNX does not define "
+                       r"\(allow_unknown_ops=True, `gnplace import --allow-unknown-ops`, counts it"):
         from_onnx(onnx_model)
     with pytest.warns(UserWarning, match="FrobnicateOp"):
         assert "frob" in from_onnx(onnx_model, allow_unknown_ops=True).node_names
