@@ -312,7 +312,8 @@ def _checking(method: Any, check: Any) -> Any:
 
     @functools.wraps(method)
     def checked(self: StepTimer, *args: Any, **kwargs: Any) -> Any:
-        return check(self, method(self, *args, **kwargs))
+        called = inspect.signature(method).bind(self, *args, **kwargs).arguments  # the arguments by their names
+        return check(self, method(self, *args, **kwargs), *(called.get(name) for name in ("cluster", "placements")))
 
     checked._gnplace_checked = True  # type: ignore[attr-defined]
     return checked
@@ -325,8 +326,10 @@ def _bad_seconds(value: Any) -> bool:
         return True
 
 
-def _checked_step(timer: StepTimer, result: Any) -> StepResult:
-    """``result`` of ``timer.time()``, refused unless a :class:`StepResult` of finite step seconds >= 0.
+def _checked_step(timer: StepTimer, result: Any, cluster: Any = None, placements: Any = None) -> StepResult:
+    """``result`` of ``timer.time()``, refused unless a valid :class:`StepResult` for ``cluster``.
+
+    Valid: finite step seconds >= 0 and peak bytes for each device of ``cluster``.
 
     Raises:
         InvalidArgument: naming the timer's class and what it returned.
@@ -338,11 +341,18 @@ def _checked_step(timer: StepTimer, result: Any) -> StepResult:
     if _bad_seconds(result.step_time):
         raise InvalidArgument(f"timer {name}: time() returned a step_time of {reprlib.repr(result.step_time)}, "
                               f"expected finite seconds >= 0")
+    devices = getattr(cluster, "num_devices", None)
+    peaks = np.shape(result.peak_memory)
+    if devices is not None and peaks != (devices,):  # a short peak row was an IndexError in the memory repair
+        raise InvalidArgument(f"timer {name}: time() returned peak_memory of shape {peaks}, expected ({devices},): "
+                              f"bytes for each of the cluster's {devices} devices")
     return result
 
 
-def _checked_batch(timer: StepTimer, result: Any) -> BatchResult:
-    """``result`` of ``timer.time_batch()``, refused unless a :class:`BatchResult` of finite step seconds >= 0.
+def _checked_batch(timer: StepTimer, result: Any, cluster: Any = None, placements: Any = None) -> BatchResult:
+    """``result`` of ``timer.time_batch()``, refused unless a valid :class:`BatchResult` for ``placements``.
+
+    Valid: finite step seconds >= 0, a row for each of ``placements`` and peak bytes for each device of ``cluster``.
 
     Raises:
         InvalidArgument: naming the timer's class and what it returned.
@@ -361,6 +371,13 @@ def _checked_batch(timer: StepTimer, result: Any) -> BatchResult:
         first = int(bad[0])
         raise InvalidArgument(f"timer {name}: time_batch() returned a step_time of {float(steps[first])!r} for "
                               f"placement {first}, expected finite seconds >= 0")
+    rows = len(placements) if placements is not None and hasattr(placements, "__len__") else steps.size
+    devices = getattr(cluster, "num_devices", None)
+    peaks = np.shape(result.peak_memory)
+    if steps.size != rows or (devices is not None and peaks != (rows, devices)):  # rows were matched to the wrong
+        # placements, or a short peak row an IndexError in the memory repair
+        raise InvalidArgument(f"timer {name}: time_batch() returned {steps.size} step times and peak_memory of "
+                              f"shape {peaks} for {rows} placements, expected {rows} and ({rows}, {devices})")
     return result
 
 

@@ -404,11 +404,31 @@ def _toy2():
     ([1.0], "timer _Returns: time_batch() must return a BatchResult, got [1.0] (list)"),
     (BatchResult(np.array([1.0, np.nan]), np.zeros((2, 2)), np.zeros((2, 2)), np.zeros(2, dtype=bool)),
      "timer _Returns: time_batch() returned a step_time of nan for placement 1, expected finite seconds >= 0"),
+    (BatchResult(np.array([1.0]), np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1, dtype=bool)),
+     "timer _Returns: time_batch() returned 1 step times and peak_memory of shape (1, 2) for 2 placements, expected "
+     "2 and (2, 2)"),
+    (BatchResult(np.array([1.0, 2.0]), np.zeros((2, 2)), np.zeros((2, 3)), np.zeros(2, dtype=bool)),
+     "timer _Returns: time_batch() returned 2 step times and peak_memory of shape (2, 3) for 2 placements, expected "
+     "2 and (2, 2)"),
 ])
 def test_a_user_timer_batch_returning_no_valid_batch_result_is_refused_naming_it(batch, says):
     with pytest.raises(InvalidArgument) as err:
         _Returns(_step(1.0), batch).time_batch(chain_graph(3), _toy2(), [[0, 0, 0], [0, 1, 0]])
     assert str(err.value) == says
+
+
+def _short_peaks(graph, cluster, placement):
+    timed = Simulator().time(graph, cluster, placement)
+    return type(timed)(timed.step_time, timed.busy_time, timed.peak_memory[:1], timed.memory_capacity,
+                       timed.device_names)
+
+
+def test_a_user_timer_with_a_peak_for_too_few_devices_is_refused_naming_it():
+    """A peak row shorter than the cluster was an IndexError deep in the memory repair."""
+    with pytest.raises(InvalidArgument) as err:
+        _Returns(_short_peaks).time(chain_graph(3), _toy2(), [0, 1, 0])
+    assert str(err.value) == ("timer _Returns: time() returned peak_memory of shape (1,), expected (2,): bytes for "
+                              "each of the cluster's 2 devices")
 
 
 def test_a_valid_user_timer_gives_what_the_simulator_gives():
