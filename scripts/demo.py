@@ -85,11 +85,24 @@ def summary_cell(rows: list[dict[str, Any]], family: str, cluster: str) -> str:
     return mean + (f" ({over} OOM)" if over and fits else "")
 
 
+def _names_baselines(arg: str) -> bool:
+    """Whether ``arg`` is ``--baselines`` or an abbreviation argparse reads as it (``--base``, ``--b``).
+
+    An abbreviation went to the demo's parser, which took it for ``--baselines`` and ran the whole demo (minutes of
+    zero-shot placements) in place of the baselines asked for.
+
+    Examples:
+        >>> [_names_baselines(a) for a in ("--baselines", "--base", "--b", "--", "--bx", "--baselines=1", "-b")]
+        [True, True, True, False, False, False, False]
+    """
+    return len(arg) > 2 and "--baselines".startswith(arg)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
-    if "--baselines" in argv:
-        return baselines([a for a in argv if a != "--baselines"])
+    if any(_names_baselines(a) for a in argv):
+        return baselines([a for a in argv if not _names_baselines(a)])
     parser = script_parser(__file__, __doc__)
     parser.add_argument("--clusters", default="k80x4,tight4",
                         help="comma-separated presets or YAML files (default: k80x4,tight4)")

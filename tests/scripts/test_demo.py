@@ -94,3 +94,18 @@ def test_help_names_baselines_and_its_usage_names_the_flag(load_script, capsys):
     with pytest.raises(SystemExit):
         demo.main(["--baselines", "--help"])
     assert capsys.readouterr().out.startswith("usage: demo.py --baselines [-h]")
+
+
+def test_an_abbreviated_baselines_flag_runs_the_baselines_not_the_demo(load_script, capsys, monkeypatch):
+    """``--base`` (argparse's abbreviation of ``--baselines``) went to the demo's parser, which read it as the flag
+    it ignores: ``demo.py --base --clusters k80x2`` ran the whole zero-shot demo, and ``--base GRAPH`` was refused."""
+    demo = load_script("demo")
+
+    def no_demo(jobs):
+        raise AssertionError("ran the zero-shot demo")
+
+    monkeypatch.setattr(demo, "task_mapper", no_demo)
+    for flag in ("--base", "--b"):
+        assert demo.main([flag, str(GRAPH), "--clusters", "k80x2", "--placers", "single"]) == 0
+        assert [line.split("│")[2].strip() for line in capsys.readouterr().out.splitlines()
+                if line.startswith("│ k80x2")] == ["single"]
