@@ -456,8 +456,14 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 200, 400)) -> str:
-    """Markdown table of :func:`bench_screen_model`'s rows: each screen's geometric mean curve, by family and in all."""
-    head = " / ".join(f"{p:,}" for p in points) + " / final"
+    """Markdown table of :func:`bench_screen_model`'s rows: each screen's geometric mean curve, by family and in all.
+
+    A point at or past the rows' budget is left out, as :func:`finetune_summary` leaves it out: ``--budget 60`` printed
+    "learned 100 / 200 / 400 / final" columns, each the final, after evaluations no run made.
+    """
+    budget = max((int(r.get("budget") or 0) for r in rows), default=0)
+    points = tuple(p for p in points if p < budget) if budget else points
+    head = " / ".join([*(f"{p:,}" for p in points), "final"])
     lines = [f"| group | pairs | learned {head} | simulator {head} | simulator reaches learned's final mean after |"
              f" better / worse |", "| --- " * 6 + "|"]
     groups = [(f"family {f}", [r for r in rows if r["family"] == f]) for f in dict.fromkeys(r["family"] for r in rows)]
@@ -637,8 +643,8 @@ def run_screen_model(args: argparse.Namespace) -> int:
     BANDWIDTH LATENCY``). Each pair is fine-tuned twice with the same budget and seed, its screen
     starting from nothing (``learned``) and from the simulator of the placer's own view
     (``simulator``). Reported: the geometric means of the best step so far over ``auto``'s (``auto``
-    timed by the stand-in) after 100, 200 and 400 evaluations and at the end, and the evaluations
-    after which the simulator screen's mean first reaches the learned screen's final mean. Rows in
+    timed by the stand-in) after 100, 200 and 400 evaluations (those under ``--budget``) and at the end, and the
+    evaluations after which the simulator screen's mean first reaches the learned screen's final mean. Rows in
     ``OUT/screen_model.json`` (an interrupted run resumes; a row stands on the SHA-256 of its graph file).
     """
     print(screen_model_summary(bench_screen_model(args)))

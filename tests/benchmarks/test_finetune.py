@@ -367,3 +367,17 @@ def test_finetune_summary_leaves_out_the_points_past_the_budget(load_script):
     assert lines[2] == "| cluster k80x4 | 1 | 0.900 | 0.900 | 50 | 20 | 2.5x |"
     rows[0]["budget"] = 400
     assert bench.finetune_summary(rows).splitlines()[0].startswith("| group | pairs | scratch 100 / final | ")
+
+
+def test_screen_model_summary_leaves_out_the_points_past_the_budget(load_script):
+    """``screen-model --budget 60`` printed "learned 100 / 200 / 400 / final" columns, each the final, after
+    evaluations no run made (``finetune``'s table already left them out)."""
+    bench = load_script("benchmarks.finetune")
+    rows = [{"family": "ptb", "cluster": "k80x4", "budget": 60, "learned_history": [[1, 1.0], [50, 0.9]],
+             "simulator_history": [[1, 1.0], [20, 0.9]], "learned_final": 0.9, "simulator_final": 0.9}]
+    lines = bench.screen_model_summary(rows).splitlines()
+    assert lines[0].startswith("| group | pairs | learned final | simulator final |"), lines[0]
+    assert lines[2] == "| family ptb | 1 | 0.900 | 0.900 | 20 | 0 / 0 |", lines[2]
+    rows[0]["budget"] = 300
+    assert bench.screen_model_summary(rows).splitlines()[0].startswith(
+        "| group | pairs | learned 100 / 200 / final | simulator 100 / 200 / final |")
