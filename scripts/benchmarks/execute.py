@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.cli.common import whole_number
+from gnplace.cli.common import device_names, whole_number
 from gnplace.limits import json_text
 from gnplace.sim.timer import geomean
 
@@ -57,6 +57,11 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     from gnplace.importers.sources import load_step_source
 
     check_graph_names(args.graphs)  # refused before the first calibration, not after it
+    if args.devices is not None and args.timer != "local":  # taken, recorded in fidelity.json, and never used
+        from gnplace.exceptions import InvalidArgument
+
+        raise InvalidArgument("--devices is for the local timer (--timer local); the dist timer takes none (its "
+                              "ranks are this machine's CPUs)")
     out = check_output_folder(args.out)
     devices = args.devices.split(",") if args.devices else None
     if devices is not None:  # a bad name refused here, not once the folder is made and the first step recorded
@@ -305,8 +310,10 @@ def add_parsers(sub: Any) -> None:
                      help="seed of the placements measured (default: 0)")
     fid.add_argument("--timer", default="dist", choices=["dist", "local"],
                      help="dist: two gloo ranks of one thread (default); local: --devices of this process")
-    fid.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
-    fid.add_argument("--threads", type=int, default=1, help="local: torch CPU threads of the cpu device (default: 1)")
+    fid.add_argument("--devices", default=None, type=device_names,
+                     help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0, cpu alone without a GPU)")
+    fid.add_argument("--threads", type=int, default=1,
+                     help="torch CPU threads of each dist rank, or of the local cpu device (default: 1)")
     fid.add_argument("--out", "-o", default="out/bench_fidelity",
                      help="folder of fidelity.json and of each graph's calibration and fine-tuning "
                           "(default: out/bench_fidelity)")

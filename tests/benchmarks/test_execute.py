@@ -110,3 +110,27 @@ def test_fidelity_refuses_two_graphs_of_one_name_before_any_calibration(tmp_path
     assert code == 2 and not out and err.count("\n") == 1, err
     assert err.startswith("bench: error: --graphs gnplace.execute.examples:tiny ") and "both are named 'tiny'" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("devices", ["cpu,cpu", ""])
+def test_fidelity_refuses_devices_for_the_dist_timer_before_any_step(tmp_path, load_script, capsys, monkeypatch,
+                                                                      devices):
+    """``--devices`` with the default ``--timer dist`` was taken, recorded in fidelity.json and never used (the ranks
+    are the CPUs); ``--devices ''`` (an unset variable) was read as no ``--devices`` at all."""
+    import gnplace.execute.base
+
+    def no_timer(*args, **kwargs):
+        raise AssertionError("measured steps")
+
+    monkeypatch.setattr(gnplace.execute.base, "real_timer", no_timer)
+    bench = load_script("bench")
+    argv = ["fidelity", "--graphs", "gnplace.execute.examples:tiny", "--devices", devices, "--out", str(tmp_path / "o")]
+    if devices:
+        assert bench.main(argv) == 2
+        assert capsys.readouterr().err == ("bench: error: --devices is for the local timer (--timer local); the dist "
+                                           "timer takes none (its ranks are this machine's CPUs)\n")
+    else:
+        with pytest.raises(SystemExit) as stop:
+            bench.main([*argv, "--timer", "local"])
+        assert stop.value.code == 2 and "argument --devices: expected torch devices" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
