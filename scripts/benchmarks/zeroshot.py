@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -489,17 +490,19 @@ def run_vs_search(args: argparse.Namespace) -> int:
 
     By default the search run holds the first two test graphs of each family on k80x4, v100x8 and
     tight4. Reported: the geometric means of step time over the search run's ``auto`` per family and
-    cluster and for all pairs, and their quotient (the "within 5% of a 20,000-evaluation search"
-    target is a quotient of at most 1.05). A search run holding several rows of the placer for one
+    cluster and for all pairs, their quotient (the "within 5% of a 20,000-evaluation search"
+    target is a quotient of at most 1.05), and the share of the search's gain over ``auto`` the policy gets
+    (``-`` where the search gains nothing). A search run holding several rows of the placer for one
     pair (several budgets or seeds) is refused unless ``--budget`` and ``--seed`` pick one.
     """
     lines = zeroshot_against_search(args.zeroshot, args.search, args.placer, args.budget, args.seed)
     print(f"| family | cluster | pairs | policy / auto | {args.placer} / auto | policy / {args.placer} "
           f"| policy's share of {args.placer}'s gain |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for line in lines:
+    for line in lines:  # a search that gains nothing over auto has no gain to share: "-", not "nan%"
+        share = "-" if math.isnan(line["share"]) else f"{line['share']:.0%}"
         print(f"| {line['family']} | {line['cluster']} | {line['pairs']} | {line['policy']:.3f} | "
-              f"{line['search']:.3f} | {line['ratio']:.3f} | {line['share']:.0%} |")
+              f"{line['search']:.3f} | {line['ratio']:.3f} | {share} |")
     return 0
 
 

@@ -374,3 +374,11 @@ def test_a_saved_zeroshot_row_the_tables_cannot_read_runs_again(load_script, tmp
         assert "Traceback" not in bench.zeroshot_tables(rows)
     placed.clear()
     assert bench.bench_zeroshot(args) == [good] and placed == []  # the row made again stands
+
+
+def test_vs_search_prints_no_share_where_the_search_gains_nothing(load_script, tmp_path, capsys):
+    """A search that ended at auto's step (a small budget) printed "nan%" as the policy's share of its gain."""
+    zeroshot, search = _vs_search_files(tmp_path, [("auto", 2.0, "", "0"), ("ppo", 2.0, "20", "0")])
+    assert load_script("bench").main(["vs-search", str(zeroshot), str(search)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ptb") or line.startswith("| all")]
+    assert rows == ["| ptb | k80x4 | 1 | 0.900 | 1.000 | 0.900 | - |", "| all |  | 1 | 0.900 | 1.000 | 0.900 | - |"]
