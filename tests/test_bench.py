@@ -144,7 +144,8 @@ _FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x
     # a traceback (torch.set_num_threads), a misleading line, or a 75 GiB link matrix (numpy's traceback)
     (["fidelity", "--timer", "local", "--threads", "0", "--out", "OUT"], "--threads must be at least 1, got 0"),
     (["exact", "--time-limit", "nan", "--clusters", "k80x2", "--families", "ptb", "--per-family", "1"],
-     "--time-limit must be a finite number of seconds > 0, got nan"),  # "... and max_groups >= 1, got nan, 60"
+     # "... and max_groups >= 1, got nan, 60"; then "a finite number of seconds", where the help says it is no seconds
+     "--time-limit must be a finite number > 0 of CP-SAT deterministic time units (not wall seconds), got nan"),
     (["sim", "--devices", "100000"], "--devices must be at most 4096, got 100000"),
     (["ppo-speed", "--nodes", "10", "--samples", "1"], "--samples must be at least 2"),  # "need samples >= 2"
     # mkdir said "FILE: File exists" alone

@@ -40,7 +40,8 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
     check_clusters(args.clusters)
     check_families(args.families)
     if not (math.isfinite(args.time_limit) and args.time_limit > 0):  # was blamed on ExactPlacer's max_groups too
-        raise InvalidArgument(f"--time-limit must be a finite number of seconds > 0, got {args.time_limit}")
+        raise InvalidArgument(f"--time-limit must be a finite number > 0 of CP-SAT deterministic time units "
+                              f"(not wall seconds), got {args.time_limit}")
     paths = [p for family in args.families for p in test_graphs(family, args.per_family or None)]
     rows = []
     for cluster_name in args.clusters:
