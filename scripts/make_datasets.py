@@ -8,8 +8,8 @@ Usage::
 Writes ``datasets/examples/`` (exact MLP training graphs used by the demo and the README) and, for
 each family, ``datasets/<family>/``: ``count`` training graphs (same as ``gnplace generate``), their
 ``manifest.json`` with a 24/8 train/test split, and the statistics table ``datasets/README.md``.
-An interrupted run resumes: finished graph files are kept. A family folder holding a dataset drawn
-with other arguments is refused unless ``--overwrite`` replaces it.
+An interrupted run resumes: finished graph files are kept (``--real``'s models are built again). A family
+folder holding a dataset drawn with other arguments is refused unless ``--overwrite`` replaces it.
 
 ``--real`` also builds ``datasets/real/``: training graphs of GPT-2, BERT-base, T5-small, ViT-Base
 and ResNet-50 from transformers configs (:mod:`gnplace.families.realmodels`; needs
@@ -221,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="replace a family's dataset drawn with other arguments (as gnplace generate --overwrite), and a "
                              "README.md in --out this script did not write")
     args = parser.parse_args(argv)
-    return run_reporting_errors(run, args, "make_datasets", "interrupted (a rerun keeps the graphs written)")
+    # a rerun resumes the families (each finished graph file kept); --real builds every real model again
+    kept = "the families' graphs written; --real builds its models again" if args.real else "the graphs written"
+    return run_reporting_errors(run, args, "make_datasets", f"interrupted (a rerun keeps {kept})")
 
 
 def run(args: argparse.Namespace) -> int:

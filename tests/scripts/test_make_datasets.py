@@ -54,3 +54,18 @@ def test_the_real_models_progress_prints_flop_bytes_and_seconds_as_gnplace_does(
     line = capsys.readouterr().out
     assert " GFLOP" not in line and " MiB" not in line, line
     assert "FLOP, step " in line and line.rstrip().endswith(" KiB, built in 40.000 ms"), line
+
+
+def test_an_interrupted_real_build_does_not_promise_that_its_models_are_kept(tmp_path, capsys, load_script,
+                                                                             monkeypatch):
+    """Ctrl-C during ``--real`` said "a rerun keeps the graphs written", and the rerun built every model again."""
+    script = load_script("make_datasets")
+
+    def interrupted(out):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(script, "write_examples", lambda out: None)
+    monkeypatch.setattr(script, "write_real", interrupted)
+    assert script.main(["--out", str(tmp_path), "--families", "", "--real"]) == 130
+    assert capsys.readouterr().err == ("make_datasets: interrupted (a rerun keeps the families' graphs written; "
+                                       "--real builds its models again)\n")
