@@ -95,15 +95,19 @@ def check_doc_folder(doc: Path, out: Path) -> None:
                           "folder or under --out")
 
 
-#: The files the report keeps its runs in under ``--out`` (and its section 1's evaluation folder).
-RUN_FILES = ("elapsed.json", "learned.jsonl", "exact.jsonl", "exact_sampled.jsonl", "scale.jsonl")
+#: The files the report keeps its runs in under ``--out`` (beside its section 1's evaluation folders and section 2's
+#: Placeto checkpoints).
+RUN_FILES = ("elapsed.json", "learned.jsonl", "exact.jsonl", "exact_sampled.jsonl", "scale.jsonl", "curves.jsonl")
+#: The folders under ``--out`` of section 1's evaluations (``gnplace.evaluate``'s): every placer, the baselines.
+RUN_FOLDERS = ("table", "baselines")
 
 
 def check_doc_is_no_run_file(doc: Path, out: Path, cache: Path) -> None:
     """Refuse a ``--doc`` that is one of the files the report keeps its runs in.
 
     The report is written over ``--doc`` at the end: ``--doc OUT/learned.jsonl`` replaced section 2's
-    saved runs with the report, and the next run did all nine again.
+    saved runs with the report, and the next run did all nine again (and ``OUT/curves.jsonl``, section 6's, and
+    ``OUT/baselines/results.csv``, section 1's non-learned placers', were still taken).
 
     Raises:
         InvalidArgument: naming ``--doc`` and whose runs it holds.
@@ -112,11 +116,14 @@ def check_doc_is_no_run_file(doc: Path, out: Path, cache: Path) -> None:
 
     target = doc.resolve()
     taken = {(out / name).resolve(): f"{out / name}" for name in RUN_FILES}
-    for folder in (out / "table", cache):  # section 1's evaluation, the scale section's cache
+    for folder in (*(out / name for name in RUN_FOLDERS), cache):  # section 1's evaluations, the scale section's cache
         if folder.resolve() == target or folder.resolve() in target.parents:
             raise InvalidArgument(f"--doc {doc}: under {folder}, where the report keeps runs; name another file")
     if target in taken:
         raise InvalidArgument(f"--doc {doc}: the report keeps its runs in {taken[target]}; name another file")
+    if target.parent == out.resolve() and target.name.startswith("placeto_") and target.suffix == ".pt":
+        raise InvalidArgument(f"--doc {doc}: the report keeps its Placeto checkpoints as {out / 'placeto_*.pt'}; "
+                              "name another file")
 
 
 #: The figures the report writes in ``--figures`` (sections 2 and 5), before the report itself.

@@ -87,9 +87,13 @@ def test_report_refuses_a_doc_in_a_missing_folder_before_any_run_or_folder(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE.md"]  # no --out, --figures or --doc folder made
 
 
-@pytest.mark.parametrize("doc", ["out/learned.jsonl", "out/elapsed.json", "out/table/results.md", "cache/x.md"])
+@pytest.mark.parametrize("doc", ["out/learned.jsonl", "out/elapsed.json", "out/table/results.md", "cache/x.md",
+                                 "out/curves.jsonl", "out/baselines/results.csv",
+                                 "out/placeto_ptb_k80x4_2_r1_b252571f413d.pt"])
 def test_report_refuses_a_doc_that_is_one_of_its_run_files(tmp_path, load_script, capsys, monkeypatch, doc):
-    """``--doc OUT/learned.jsonl`` wrote the report over section 2's saved runs, which the next run did again."""
+    """``--doc OUT/learned.jsonl`` wrote the report over section 2's saved runs, which the next run did again; then
+    ``OUT/curves.jsonl`` (section 6's runs), ``OUT/baselines/results.csv`` (section 1's non-learned placers') and a
+    Placeto checkpoint of section 2 were still taken, and written over."""
     _stop_at_the_runs(monkeypatch)
     (tmp_path / "out" / "table").mkdir(parents=True)
     (tmp_path / "cache").mkdir()
