@@ -39,6 +39,7 @@ from gnplace.cli.common import (
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
 from gnplace.placers import make_placer
+from gnplace.progress import count_bar
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.units import format_flops, format_seconds
@@ -156,8 +157,13 @@ def _run_demo(args: argparse.Namespace) -> int:
         graphs += tests[:args.per_family] if args.per_family else tests
     graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
     tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
-    with task_mapper(args.jobs) as mapper:  # one job in this process
-        rows = list(mapper(_zero_shot, tasks))
+    rows = []
+    # minutes of placements (make demo's 52): a bar on a terminal, a line every half minute elsewhere; nothing at all
+    # was shown until the table
+    with task_mapper(args.jobs) as mapper, count_bar("demo", len(tasks), "placements") as bar:  # one job: here
+        for row in mapper(_zero_shot, tasks):
+            rows.append(row)
+            bar.advance(f"{row['graph']} on {row['cluster']}")
     table = Table(title="Zero-shot placement by the shipped policy (never trained on these graphs), simulated step")
     for col in ("cluster", "graph", "ops", "policy ms", "auto ms", "auto is", "single ms", "bound ms",
                 "policy / auto", "place s"):

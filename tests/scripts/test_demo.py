@@ -109,3 +109,27 @@ def test_an_abbreviated_baselines_flag_runs_the_baselines_not_the_demo(load_scri
         assert demo.main([flag, str(GRAPH), "--clusters", "k80x2", "--placers", "single"]) == 0
         assert [line.split("│")[2].strip() for line in capsys.readouterr().out.splitlines()
                 if line.startswith("│ k80x2")] == ["single"]
+
+
+def test_the_demo_shows_its_progress_while_it_places(load_script, capsys, monkeypatch, tmp_path):
+    """The demo's placements (two minutes of them in ``make demo``) showed nothing until the table at the end."""
+    import contextlib
+
+    import gnplace.progress
+
+    demo = load_script("demo")
+    row = {"family": "real", "cluster": "k80x2", "graph": "g", "path": str(GRAPH), "ops": 50, "policy": 0.2,
+           "auto": 0.25, "auto_choice": "heft", "single": 0.4, "bound": 0.1, "policy_vs_auto": 0.8, "oom": False,
+           "place_seconds": 1.0}
+
+    @contextlib.contextmanager
+    def mapper(jobs):
+        yield lambda fn, tasks: iter([row] * len(tasks))
+
+    monkeypatch.setattr(demo, "task_mapper", mapper)
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)  # a line each placement, not each half minute
+    assert demo.main(["--clusters", "k80x2", "--per-family", "1", "--samples", "0", "--jobs", "1",
+                      "--out", str(tmp_path)]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("demo: ")]
+    assert [line.split(" (")[0] for line in lines] == [f"demo: {i}/5 placements" for i in range(1, 6)], lines
+    assert lines[-1].endswith("; g on k80x2"), lines
