@@ -93,12 +93,19 @@ def run(args: argparse.Namespace, lists: Sequence[tuple[str, str]] = ()) -> int:
 
 def _check_counts(args: argparse.Namespace) -> None:
     """Refuse negative sizes, counts and budgets (and fewer than one device or repeat) as one error line."""
+    from benchmarks.common import LARGE_GRAPH_BENCHMARKS, large_graph_max_ops
+
     from gnplace.cli.common import check_count
-    from gnplace.limits import MAX_DEVICES
+    from gnplace.limits import MAX_DEVICES, MAX_NODES
 
     minimum_one = {"devices", "repeat", "repeats", "rounds", "jobs", "batch", "nodes", "epochs", "ft_samples", "ft_epochs", "ops",
                    "layers", "groups", "threads"}
     maximum = {"devices": MAX_DEVICES}  # sim --devices 100000: a traceback from numpy's 75 GiB link matrix
+    # sim --ops 10**11: numpy's 745 GiB traceback; scale --ops 10**8: "knob 'layers' must be at most 10,000", after
+    # the graphs of the --ops before it were placed
+    if "ops" in vars(args) or "nodes" in vars(args):
+        maximum["ops"] = large_graph_max_ops() if args.bench in LARGE_GRAPH_BENCHMARKS else MAX_NODES
+        maximum["nodes"] = MAX_NODES
     for name, value in sorted(vars(args).items()):
         values = value if isinstance(value, list) else [value]
         for v in values:

@@ -147,6 +147,12 @@ _FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x
      # "... and max_groups >= 1, got nan, 60"; then "a finite number of seconds", where the help says it is no seconds
      "--time-limit must be a finite number > 0 of CP-SAT deterministic time units (not wall seconds), got nan"),
     (["sim", "--devices", "100000"], "--devices must be at most 4096, got 100000"),
+    # numpy's "Unable to allocate 745. GiB" traceback
+    (["sim", "--ops", "100000000000"], "--ops must be at most 20000000, got 100000000000"),
+    (["ppo-speed", "--nodes", "100000000000"], "--nodes must be at most 20000000, got 100000000000"),
+    # "knob 'layers' must be at most 10,000 (cifar10.MAX_LAYERS)", once the graphs of the --ops before were placed
+    (["scale", "--ops", "1000", "100000000", "--groups", "10", "--cache", "OUT"],
+     "--ops must be at most 1190000, got 100000000"),
     (["ppo-speed", "--nodes", "10", "--samples", "1"], "--samples must be at least 2"),  # "need samples >= 2"
     # mkdir said "FILE: File exists" alone
     (["curves", "--graphs", str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), "--placers", "annealing", "--budget",

@@ -387,6 +387,19 @@ def _cached_large_graph(path: Path, recipe: str) -> Any | None:
     return graph if graph.fingerprint() == record.get("fingerprint") else None
 
 
+#: Ops of one ENAS cifar10 cell, about: :func:`large_graph` stacks ``round(ops / 119)`` cells.
+OPS_PER_CELL = 119
+#: The benchmarks whose ``--ops`` are :func:`large_graph`'s (stacked cifar10 cells, at most ``MAX_LAYERS`` of them).
+LARGE_GRAPH_BENCHMARKS = ("scale", "devices-place", "memory", "latency")
+
+
+def large_graph_max_ops() -> int:
+    """The most ``ops`` :func:`large_graph` takes: those of ``cifar10.MAX_LAYERS`` cells (1,190,000)."""
+    from gnplace.families.cifar10 import MAX_LAYERS
+
+    return MAX_LAYERS * OPS_PER_CELL
+
+
 def large_graph(ops: int, cache: Path) -> Any:
     """An ENAS cifar10 training graph of about ``ops`` ops (more cells stacked), cached in ``cache``.
 
@@ -398,7 +411,7 @@ def large_graph(ops: int, cache: Path) -> Any:
     from gnplace.graph_io import save_graph, write_atomically
     from gnplace.importers.torch import from_module
 
-    layers = max(1, round(ops / 119))
+    layers = max(1, round(ops / OPS_PER_CELL))
     path = cache / f"cifar10_L{layers}.gnpg"
     recipe = large_graph_recipe(layers)
     cached = _cached_large_graph(path, recipe)
