@@ -96,11 +96,12 @@ def _check_counts(args: argparse.Namespace) -> None:
     from benchmarks.common import LARGE_GRAPH_BENCHMARKS, large_graph_max_ops
 
     from gnplace.cli.common import check_count
-    from gnplace.limits import MAX_DEVICES, MAX_NODES
+    from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_NODES
 
     minimum_one = {"devices", "repeat", "repeats", "rounds", "jobs", "batch", "nodes", "epochs", "ft_samples", "ft_epochs", "ops",
                    "layers", "groups", "threads"}
     maximum = {"devices": MAX_DEVICES}  # sim --devices 100000: a traceback from numpy's 75 GiB link matrix
+    maximum["batch"] = MAX_DRAWN  # sim --batch 10**8: numpy's 74.5 GiB traceback (placements x ops)
     # sim --ops 10**11: numpy's 745 GiB traceback; scale --ops 10**8: "knob 'layers' must be at most 10,000", after
     # the graphs of the --ops before it were placed
     if "ops" in vars(args) or "nodes" in vars(args):

@@ -150,6 +150,7 @@ _FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x
     # numpy's "Unable to allocate 745. GiB" traceback
     (["sim", "--ops", "100000000000"], "--ops must be at most 20000000, got 100000000000"),
     (["ppo-speed", "--nodes", "100000000000"], "--nodes must be at most 20000000, got 100000000000"),
+    (["sim", "--ops", "100", "--batch", "100000000"], "--batch must be at most 16384, got 100000000"),
     # "knob 'layers' must be at most 10,000 (cifar10.MAX_LAYERS)", once the graphs of the --ops before were placed
     (["scale", "--ops", "1000", "100000000", "--groups", "10", "--cache", "OUT"],
      "--ops must be at most 1190000, got 100000000"),

@@ -324,7 +324,7 @@ def add_parsers(sub: Any) -> None:
                      help="single evaluations timed per placement, the median reported; the batched call is timed "
                           "--repeat / 50 times, at least 3 (default: 300)")
     sim.add_argument("--batch", type=int, default=256,
-                     help="random placements of one time_batch call (default: 256)")
+                     help="random placements of one time_batch call, at most 16384 (default: 256)")
     sim.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     imp = add_command(sub, "import", run_import, "training-graph extraction from PyTorch (one core)")
     imp.add_argument("--layers", type=int, nargs="+", default=[6, 15, 30],
