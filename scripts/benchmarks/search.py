@@ -119,6 +119,13 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
     if cluster.num_devices < 2:  # nothing to search: the placers return at once, with no curve to draw
         raise InvalidArgument(f"--cluster {args.cluster}: one device, so no search and no learning curve; give a "
                               "cluster of two or more devices")
+    stems: dict[str, str] = {}
+    for path, graph in zip(args.graphs, graphs):  # two files of one graph name: the second's figure replaced the first's
+        stem = curve_stem(graph.name, cluster.name)
+        if stem in stems:
+            raise InvalidArgument(f"--graphs {stems[stem]} {path}: both are graphs named {graph.name!r}, whose curves "
+                                  f"go to {stem}.png: run the second with another --out")
+        stems[stem] = path
     out = check_output_folder(args.out)  # a file there: said so, not "File exists" from mkdir
     for name in args.placers:  # a bad --budget: refused before the folder is made and the first search
         make_placer(name, budget=args.budget)

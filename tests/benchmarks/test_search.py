@@ -339,3 +339,18 @@ def test_search_refuses_a_split_the_shipped_families_have_not_as_a_usage_error(l
         bench.main(["search", "--split", "nosuch", "--out", str(tmp_path / "s")])
     assert exit_status.value.code == 2 and "invalid choice: 'nosuch'" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_curves_refuses_two_graph_files_of_one_name_before_any_search(load_script, tmp_path, capsys):
+    """Two files of graphs named alike drew their curves into one ``curve_NAME_CLUSTER.png``: the second's replaced
+    the first's, without a word."""
+    import shutil
+
+    first = ROOT / "datasets" / "ptb" / "ptb_002.gnpg"
+    second = shutil.copy(first, tmp_path / "copy.gnpg")
+    out = tmp_path / "out"
+    argv = ["curves", "--graphs", str(first), str(second), "--placers", "annealing", "--budget", "10", "--out", str(out)]
+    assert load_script("bench").main(argv) == 2
+    assert capsys.readouterr().err == (f"bench: error: --graphs {first} {second}: both are graphs named 'ptb_002', "
+                                       "whose curves go to curve_ptb_002_k80x4.png: run the second with another --out\n")
+    assert not out.exists()
