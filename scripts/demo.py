@@ -38,6 +38,7 @@ from gnplace.cli.common import (
 )
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
+from gnplace.limits import MAX_BUDGET
 from gnplace.placers import make_placer
 from gnplace.progress import count_bar
 from gnplace.sim import Simulator
@@ -221,6 +222,9 @@ def baselines(argv: list[str]) -> int:
 def _run_baselines(args: argparse.Namespace) -> int:
     """The tables of ``demo.py --baselines`` (``baselines`` reports its errors)."""
     console = stdout_console(width=150)
+    # by its flag, as gnplace place does, and whichever placers run: -1 was taken without a word by single and named
+    # AnnealingPlacer's own check, not --budget, for a search
+    check_count(args.budget, "--budget", minimum=1, maximum=MAX_BUDGET)
     sim = Simulator(args.mode)
     clusters = cluster_list(args.clusters)  # each once: "k80x4,k80x4" placed every graph twice
     if not clusters:  # "" would be read as the current folder, refused as a cluster file

@@ -133,3 +133,13 @@ def test_the_demo_shows_its_progress_while_it_places(load_script, capsys, monkey
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("demo: ")]
     assert [line.split(" (")[0] for line in lines] == [f"demo: {i}/5 placements" for i in range(1, 6)], lines
     assert lines[-1].endswith("; g on k80x2"), lines
+
+
+@pytest.mark.parametrize("budget", ["-1", "0"])
+@pytest.mark.parametrize("placers", ["single", "annealing"])
+def test_baselines_refuse_a_budget_below_one_by_its_flag(load_script, capsys, budget, placers):
+    """``--budget -1`` was taken without a word with ``--placers single``, and with a search refused as
+    "AnnealingPlacer needs ...", naming no flag."""
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(GRAPH), "--clusters", "k80x2", "--placers", placers, "--budget", budget]) == 2
+    assert capsys.readouterr().err == f"demo: error: --budget must be at least 1, got {budget}\n"
