@@ -98,8 +98,11 @@ def _check_counts(args: argparse.Namespace) -> None:
     from gnplace.cli.common import check_count
     from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_NODES
 
-    minimum_one = {"devices", "repeat", "repeats", "rounds", "jobs", "batch", "nodes", "epochs", "ft_samples", "ft_epochs", "ops",
-                   "layers", "groups", "threads"}
+    minimum_one = {"devices", "repeat", "repeats", "rounds", "jobs", "batch", "nodes", "epochs", "ft_epochs", "ops",
+                   "layers", "groups", "threads",
+                   "placements"}  # fidelity --placements 0 calibrated for minutes, then said no placement splits the step
+    minimum = {"ft_samples": 2}  # PPO's advantage needs two placements a batch: 1 was "FineTunePlacer: need samples
+    # >= 2", naming no flag
     maximum = {"devices": MAX_DEVICES}  # sim --devices 100000: a traceback from numpy's 75 GiB link matrix
     maximum["batch"] = MAX_DRAWN  # sim --batch 10**8: numpy's 74.5 GiB traceback (placements x ops)
     # sim --ops 10**11: numpy's 745 GiB traceback; scale --ops 10**8: "knob 'layers' must be at most 10,000", after
@@ -111,8 +114,8 @@ def _check_counts(args: argparse.Namespace) -> None:
         values = value if isinstance(value, list) else [value]
         for v in values:
             if isinstance(v, int) and not isinstance(v, bool) and name not in ("seed",):
-                check_count(v, "--" + name.replace("_", "-"), minimum=1 if name in minimum_one else 0,
-                            maximum=maximum.get(name))
+                check_count(v, "--" + name.replace("_", "-"),
+                            minimum=minimum.get(name, 1 if name in minimum_one else 0), maximum=maximum.get(name))
 
 
 def _check_distinct(args: argparse.Namespace, lists: Sequence[tuple[str, str]]) -> None:

@@ -155,6 +155,9 @@ _FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x
     (["scale", "--ops", "1000", "100000000", "--groups", "10", "--cache", "OUT"],
      "--ops must be at most 1190000, got 100000000"),
     (["ppo-speed", "--nodes", "10", "--samples", "1"], "--samples must be at least 2"),  # "need samples >= 2"
+    (["finetune", "--ft-samples", "1", "--out", "OUT"], "--ft-samples must be at least 2, got 1"),  # "FineTunePlacer:
+    # need samples >= 2", after the first search; and minutes of calibration before "no placement splits the step"
+    (["fidelity", "--placements", "0", "--out", "OUT"], "--placements must be at least 1, got 0"),
     # mkdir said "FILE: File exists" alone
     (["curves", "--graphs", str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), "--placers", "annealing", "--budget",
       "10", "--out", "FILE"], "--out FILE: a file, not a folder; name a folder for the results"),
