@@ -215,7 +215,7 @@ def baselines(argv: list[str]) -> int:
     parser.add_argument("--exact-time", type=float, default=1.0,
                         help="the exact placer's time limit, in CP-SAT deterministic time units, not wall seconds "
                              "(default: 1.0)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # graphs after an option too: "G1 --clusters k80x2 G2" refused G2
     return run_reporting_errors(_run_baselines, args, "demo")
 
 

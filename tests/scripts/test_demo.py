@@ -143,3 +143,13 @@ def test_baselines_refuse_a_budget_below_one_by_its_flag(load_script, capsys, bu
     demo = load_script("demo")
     assert demo.main(["--baselines", str(GRAPH), "--clusters", "k80x2", "--placers", placers, "--budget", budget]) == 2
     assert capsys.readouterr().err == f"demo: error: --budget must be at least 1, got {budget}\n"
+
+
+def test_baselines_take_graphs_on_either_side_of_an_option(load_script, capsys):
+    """``--baselines G1 --clusters k80x2 G2`` was "unrecognized arguments: G2" (argparse ends positionals at an
+    option unless it parses them intermixed)."""
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(GRAPH), "--clusters", "k80x2", str(GRAPH.with_name("mlp2x8w2048b512.gnpg")),
+                      "--placers", "single"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("k80x2") == 2, out
