@@ -18,8 +18,10 @@ Limits: the recorded step has fixed shapes, so inputs must have the example inpu
 nesting (tensors in tuples, lists and dicts are inputs too), and what is not a tensor (a number, a
 flag) is a constant of the step: a call with another value is refused. So are the module's Python
 attributes that ``forward`` reads (``self.scale = 2.0``): one changed after :func:`apply` is warned of
-at the next call (once per value), and the step still computes with the recorded value. Their memory layout may
-differ (a transposed or channels-last tensor): such an input is copied into the example input's.
+at the next call (once per value), and the step still computes with the recorded value; so is a hook
+registered on the module after :func:`apply` (``register_forward_hook``), which the placed step does not run
+(once per hook). The inputs' memory layout may differ (a transposed or channels-last tensor): such an input is
+copied into the example input's.
 The module's parameters and buffers keep the dtypes and shapes they were recorded with (a
 ``module.double()`` after the recording is refused: record and place again), and its parameters stay
 on their placed devices (a ``module.to(...)`` after :func:`apply` is refused: apply again). The gradients are
@@ -46,6 +48,7 @@ from gnplace.execute.compiler import compile_step
 from gnplace.execute.program import Program
 from gnplace.execute.runner import run_step
 from gnplace.importers.module_state import held_tensors
+from gnplace.importers.torch import hooks_of
 from gnplace.importers.trace import autocast_state, input_leaves
 from gnplace.units import counted
 
@@ -114,7 +117,8 @@ class PlacedModule(torch.nn.Module):
         self.recorded_autocast = step.trace.autocast  # the torch.autocast regions the step was recorded in
         self.recorded_attributes = _plain_attributes(module)  # Python numbers and flags: constants of the step
         self.recorded_layout = _layout(module)  # its submodules' classes, its parameters' and buffers' names
-        self._warned: set[tuple[tuple[str, str], str]] = set()  # (attribute, what of it) warned of
+        self.recorded_hooks = set(hooks_of(module))  # one registered later is not in the step: warned of
+        self._warned: set[tuple[Any, str]] = set()  # (attribute or hook, what of it) warned of
         # plain tensor attributes the step reads (self.scale = torch.ones(4), no buffer): constants of it too
         self.recorded_tensors = _tensor_constants(module, step)
         self.recorded_state = _recorded_state(self.program)  # dtype and shape of each parameter and buffer, once
@@ -329,6 +333,15 @@ class PlacedModule(torch.nn.Module):
                               "since the step was recorded, and the placed step still computes with its recorded "
                               "values: register it as a buffer (register_buffer) to have it read at each call, or "
                               "apply again", stacklevel=3)
+        # a placed module pickled before hooks were recorded has none to compare with: its hooks as they are now
+        recorded_hooks = self.__dict__.setdefault("recorded_hooks", set(hooks_of(self.module)))
+        for handle, hook in hooks_of(self.module).items():
+            if handle not in recorded_hooks and (handle, "hook") not in self._warned:
+                self._warned.add((handle, "hook"))
+                warnings.warn(f"gnplace.apply: {hook} was registered since the step was recorded, and the placed "
+                              "step does not run it: what it would compute into the step (a changed input or "
+                              "output) is not computed, and it sees no activation; apply again to record what it "
+                              "computes (it then runs once, at the recording)", stacklevel=3)
         change = _layout_change(self.recorded_layout, _layout(self.module))
         if change is not None and (("", "layout"), change) not in self._warned:
             self._warned.add((("", "layout"), change))

@@ -156,6 +156,32 @@ _HOOKS = {"_forward_pre_hooks": "forward pre-hook", "_forward_hooks": "forward h
           "_backward_pre_hooks": "backward pre-hook", "_backward_hooks": "backward hook"}
 
 
+def hooks_of(module: torch.nn.Module) -> dict[tuple[str, str, int], str]:
+    """The hooks registered on ``module``, its submodules and globally, but PyTorch's own (``weight_norm``'s).
+
+    ``{(submodule, hook attribute, handle id): "a forward hook on '0'"}``: the keys tell one hook from another, the
+    values name it in words. PyTorch's own hooks of ``weight_norm`` and ``spectral_norm`` compute into the step
+    only, and are left out, as are gnplace's own (those a recording registers while it runs).
+    """
+    from torch.nn.modules import module as torch_module
+
+    def own(hook: Any) -> bool:  # WeightNorm, SpectralNorm and their kin; the recording's scope hooks
+        where = getattr(hook, "__module__", None) or type(hook).__module__
+        return isinstance(where, str) and where.startswith(("torch.nn.utils.", "gnplace."))
+
+    found: dict[tuple[str, str, int], str] = {}
+    for path, mod in module.named_modules():
+        for attribute, kind in _HOOKS.items():
+            for key, hook in getattr(mod, attribute, {}).items():
+                if not own(hook):
+                    found[(path, attribute, key)] = f"a {kind} on {repr(path) if path else 'the module'}"
+    for attribute, kind in _HOOKS.items():
+        for key in getattr(torch_module, f"_global{attribute}", {}):
+            found[("", f"_global{attribute}", key)] = (
+                f"a global {kind} (torch.nn.modules.module.register_module_{kind.replace(' ', '_')})")
+    return found
+
+
 def _warn_of_hooks(module: torch.nn.Module, stacklevel: int) -> None:
     """Warn that the hooks registered on ``module`` (or on every module) run once, at the recording, not at each step.
 
@@ -164,19 +190,7 @@ def _warn_of_hooks(module: torch.nn.Module, stacklevel: int) -> None:
     (``acts.append(output.detach())`` left a ``FakeTensor`` in ``acts``, and nothing more after any step).
     PyTorch's own hooks of ``weight_norm`` and ``spectral_norm`` compute into the step only, and are not named.
     """
-    from torch.nn.modules import module as torch_module
-
-    def own(hook: Any) -> bool:
-        return type(hook).__module__.startswith("torch.nn.utils.")  # WeightNorm, SpectralNorm and their kin
-
-    found: list[str] = []
-    for path, mod in module.named_modules():
-        for attribute, kind in _HOOKS.items():
-            if any(not own(hook) for hook in getattr(mod, attribute, {}).values()):
-                found.append(f"a {kind} on {repr(path) if path else 'the module'}")
-    for attribute, kind in _HOOKS.items():
-        if getattr(torch_module, f"_global{attribute}", None):
-            found.append(f"a global {kind} (torch.nn.modules.module.register_module_{kind.replace(' ', '_')})")
+    found = list(dict.fromkeys(hooks_of(module).values()))  # one name per module and kind, in order
     if found:
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
         warnings.warn(

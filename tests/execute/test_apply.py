@@ -1003,6 +1003,33 @@ def test_a_layer_added_or_replaced_since_the_recording_is_warned_of_once():
         placed(x)
 
 
+def test_a_hook_registered_since_the_recording_is_warned_of_once_per_hook():
+    """A forward pre-hook zeroing a layer's input after apply changed eager's loss; the placed step, which does not
+    run it, computed the recorded one, silently."""
+    torch.manual_seed(0)
+    net, x = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 1)), torch.randn(5, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        import_step(placed, (x,))  # the hooks a recording registers while it runs the placed module: not warned of
+    placed.register_forward_hook(lambda module, inputs, output: None)  # on the placed module itself: it runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        placed(x)
+    net[1].register_forward_pre_hook(lambda module, inputs: (inputs[0] * 0,))
+    with pytest.warns(UserWarning, match=r"^gnplace.apply: a forward pre-hook on '1' was registered since the step "
+                                         r"was recorded, and the placed step does not run it: .* apply again"):
+        placed(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        placed(x)  # once
+    net.register_forward_hook(lambda module, inputs, output: None)
+    with pytest.warns(UserWarning, match=r"a forward hook on the module was registered since"):
+        placed(x)
+
+
 def test_torch_compile_of_a_placed_module_runs_the_placed_step_uncompiled():
     """torch.compile(placed) traced the executor itself: a recompilation per op (minutes for a small conv net, then
     torch's recompile limit), and inductor's fused kernels in place of the placed ops (another loss in the 7th
