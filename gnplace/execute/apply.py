@@ -126,6 +126,9 @@ class PlacedModule(torch.nn.Module):
         # state_dict() gives the wrapped module's keys (0.weight, not module.0.weight): a checkpoint of the placed
         # module loads into the model, and the model's into it (_load_from_state_dict), as eager's would
         self._register_state_dict_hook(_state_without_wrapper)
+        # and a load_state_dict names the keys it misses or did not expect so (0.bias, not module.0.bias)
+        self.register_load_state_dict_post_hook(_keys_without_wrapper)
+        self._loading: tuple[str, int, int, list[str], int] | None = None  # set while a state dict loads
         named = dict(module.named_parameters())
         with torch.no_grad():
             for name in self.param_names:
@@ -254,6 +257,8 @@ class PlacedModule(torch.nn.Module):
         One keyed as its attribute (``module.0.weight``) is read too (:func:`_into_wrapper`).
         """
         _into_wrapper(self.module, state_dict, prefix)
+        # where the wrapped module's keys begin in the lists it reports into, for _keys_without_wrapper
+        self._loading = (prefix, len(missing_keys), len(unexpected_keys), error_msgs, len(error_msgs))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
@@ -530,6 +535,27 @@ def _state_without_wrapper(placed: torch.nn.Module, state: Any, prefix: str, loc
     if metadata is not None:
         for key in [k for k in metadata if k == inner[:-1] or k.startswith(inner)]:
             metadata[prefix[:-1] if key == inner[:-1] else prefix + key[len(inner):]] = metadata.pop(key)
+
+
+def _keys_without_wrapper(placed: PlacedModule, incompatible: Any) -> None:
+    """A :class:`PlacedModule`'s load state dict post hook: the keys it reports under the wrapped module's own keys.
+
+    ``load_state_dict`` named the keys missing from a state dict (or not expected in it), and those of a size
+    mismatch, as the placed module's attribute (``module.0.bias``), where :meth:`~torch.nn.Module.state_dict` gives
+    and the model takes ``0.bias``: they are renamed so, in place, after ``prefix``.
+    """
+    loading = placed.__dict__.get("_loading")  # none in a placed module pickled before it was kept
+    if loading is None:
+        return
+    placed._loading = None
+    prefix, missing_from, unexpected_from, error_msgs, errors_from = loading
+    inner = prefix + "module."
+    for keys, start in ((incompatible.missing_keys, missing_from), (incompatible.unexpected_keys, unexpected_from)):
+        for k in range(start, len(keys)):
+            if keys[k].startswith(inner):
+                keys[k] = prefix + keys[k][len(inner):]
+    for k in range(errors_from, len(error_msgs)):
+        error_msgs[k] = error_msgs[k].replace(f"for {inner}", f"for {prefix}", 1)
 
 
 def _into_wrapper(module: torch.nn.Module, state: Any, prefix: str) -> None:

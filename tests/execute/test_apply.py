@@ -1166,6 +1166,42 @@ def test_the_state_dict_of_a_placed_module_is_the_models_and_a_models_loads_into
     outer.load_state_dict(outer.state_dict())
 
 
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1)),
+    _WrapsAModule,
+])
+def test_load_state_dict_names_missing_and_unexpected_keys_as_the_model_does(make):
+    """A partial or mismatched state dict loaded into the placed module named its keys as its attribute's
+    (module.0.bias missing), where its state_dict() and the model have 0.bias: now as the model names them."""
+    torch.manual_seed(0)
+    net = make()
+    reference = copy.deepcopy(net)
+    x = torch.randn(8, 5)
+    loss = None if isinstance(net, _WrapsAModule) else _loss
+    graph = import_step(net, (x,), loss=loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=loss, devices=["cpu", "cpu"])
+    state = reference.state_dict()
+    first = next(iter(state))
+    partial = {first: state[first], "extra.weight": torch.zeros(1)}
+    assert placed.load_state_dict(partial, strict=False) == reference.load_state_dict(partial, strict=False)
+    with pytest.raises(RuntimeError) as eager:
+        reference.load_state_dict(partial)
+    with pytest.raises(RuntimeError) as ours:
+        placed.load_state_dict(partial)
+    assert str(ours.value) == str(eager.value).replace(type(reference).__name__, "PlacedModule", 1)
+    misshapen = {**state, first: torch.zeros(2, 2)}
+    with pytest.raises(RuntimeError, match=f"size mismatch for {first}: ") as eager:
+        reference.load_state_dict(misshapen)
+    with pytest.raises(RuntimeError) as ours:
+        placed.load_state_dict(misshapen)
+    assert str(ours.value) == str(eager.value).replace(type(reference).__name__, "PlacedModule", 1)
+    outer = torch.nn.ModuleDict({"placed": placed})  # a submodule: its keys follow its own prefix
+    eager_outer = torch.nn.ModuleDict({"placed": reference})
+    assert (outer.load_state_dict({"placed." + first: state[first]}, strict=False)
+            == eager_outer.load_state_dict({"placed." + first: state[first]}, strict=False))
+
+
 class _Dropouts(torch.nn.Module):
     """Dropout between layers, one inside the forward (``F.dropout``) and a noise draw: three random ops."""
 
