@@ -146,7 +146,8 @@ class PlacedModule(torch.nn.Module):
         Under ``torch.compile`` it runs so too, uncompiled (compile the module before :func:`apply` instead).
 
         An input may be given by its name in the wrapped module's ``forward`` (``placed(x, labels=y)``), where it
-        is one of the example inputs (they were given by position).
+        is one of the example inputs (they were given by position). A parameter of ``forward`` after them given its
+        default (``weight=None``, by name or by position) is as if left out: the step was recorded with it.
 
         Raises:
             InvalidArgument: if the inputs differ in number, nesting, shape or dtype from the recorded
@@ -158,7 +159,7 @@ class PlacedModule(torch.nn.Module):
                 parameter's or buffer's dtype or shape (``module.double()``) or a parameter's device
                 (``module.to(...)``) changed since.
         """
-        if named:
+        if named or len(inputs) > self.input_spec.num_children:
             inputs = self._by_position(inputs, named)
         switched = next((name for name, m in self.module.named_modules()
                          if self.recorded_modes.get(name, m.training) != m.training), None)
@@ -273,13 +274,20 @@ class PlacedModule(torch.nn.Module):
 
         count = self.input_spec.num_children
         try:
-            parameters = [p for p in inspect.signature(self.module.forward).parameters.values()
-                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            signature = list(inspect.signature(self.module.forward).parameters.values())
         except (TypeError, ValueError):  # no signature to read
-            parameters = []
+            signature = []
+        parameters = [p for p in signature if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         order = [p.name for p in parameters]
-        named = dict(named)
+        # a parameter after the example inputs given its default (weight=None) is as if left out: the step was
+        # recorded with its default, a constant of it, as eager computes when it is left out
         given = list(inputs)
+        while count < len(given) <= len(parameters) and _is_default(given[-1], parameters[len(given) - 1]):
+            given.pop()
+        by_name = {p.name: p for p in signature if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        named = {name: value for name, value in named.items()
+                 if not (name in by_name and name not in order[:count] and _is_default(value, by_name[name]))}
+        inputs = tuple(given)
         for p in parameters[len(given):count]:
             if p.name not in named or p.kind == p.POSITIONAL_ONLY:
                 break
@@ -746,6 +754,14 @@ def _same_constant(value: Any, recorded: Any) -> bool:
         return bool(value == recorded)
     except Exception:  # noqa: BLE001 - a comparison that is not a plain truth value: not the same constant
         return False
+
+
+def _is_default(value: Any, parameter: Any) -> bool:
+    """Whether ``value`` is the default of ``parameter`` (an :class:`inspect.Parameter`), a constant, not a tensor."""
+    default = parameter.default
+    if default is parameter.empty or isinstance(value, torch.Tensor) or isinstance(default, torch.Tensor):
+        return False
+    return _same_constant(value, default)
 
 
 def _show(value: Any) -> str:

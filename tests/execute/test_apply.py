@@ -931,6 +931,26 @@ def test_inputs_named_as_in_forward_are_the_example_inputs_and_other_names_are_r
         placed(x)
 
 
+def test_a_parameter_after_the_example_inputs_given_its_default_is_as_if_left_out():
+    """placed(x, y, scale=1.0), or placed(x, y, 1.0), with forward's own default (as a batch dict passes one) ran in
+    eager as placed(x, y) does; placed it was refused (not an example input, or 3 inputs for 2)."""
+    torch.manual_seed(0)
+    net = _TakesLabels()
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    ops = import_step(net, (x, y)).graph.num_ops
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(ops)], load_cluster("k80x2")), (x, y),
+                           devices=["cpu", "cpu"])
+    want = net(x, y)
+    torch.testing.assert_close(placed(x, labels=y, scale=1.0), want)
+    torch.testing.assert_close(placed(x, y, 1.0), want)
+    with pytest.raises(InvalidArgument, match=r"input 'scale' is not one of the example inputs"):
+        placed(x, y, scale=2.0)  # another value than the recorded default: still refused
+    with pytest.raises(InvalidArgument, match="takes 2 inputs, got 3"):
+        placed(x, y, 2.0)
+    with pytest.raises(InvalidArgument, match="takes 2 inputs, got 3"):
+        placed(x, y, torch.tensor(1.0))  # a tensor is no constant of the step
+
+
 def test_a_loss_kept_after_its_backward_holds_no_gradients_and_backs_up_as_eager_does():
     """The step's gradients were kept on the autograd node: a loss kept past its backward (total += loss, a list of
     losses to log) held a copy of every gradient, so memory grew by the model's size each step, and a second
