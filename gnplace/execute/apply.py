@@ -26,7 +26,7 @@ The module's parameters and buffers keep the dtypes and shapes they were recorde
 ``module.double()`` after the recording is refused: record and place again), and its parameters stay
 on their placed devices (a ``module.to(...)`` after :func:`apply` is refused: apply again). The gradients are
 computed as the step runs, so a second derivative through them (``create_graph=True``, a gradient penalty) is
-refused.
+refused, and so is a call under a ``torch.func`` transform (``vmap``, ``grad``).
 """
 
 from __future__ import annotations
@@ -157,8 +157,16 @@ class PlacedModule(torch.nn.Module):
                 dtype (``torch.set_default_dtype``) where an op of the step makes a tensor of it, an input is named
                 that is not among the example inputs, an input or the module's state is on the meta device, or a
                 parameter's or buffer's dtype or shape (``module.double()``) or a parameter's device
-                (``module.to(...)``) changed since.
+                (``module.to(...)``) changed since, or it is called under a ``torch.func`` transform (``vmap``,
+                ``grad``).
         """
+        transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+        if transforms_active():  # was torch's RuntimeError: an autograd.Function 'must override setup_context'
+            raise InvalidArgument(
+                "the placed module is called under a torch.func transform (grad, vmap, jacrev, ...), which cannot "
+                "follow the placed step (it computes its gradients as it runs): call it as a module and take the "
+                "gradients with loss.backward() or torch.autograd.grad"
+            )
         if named or len(inputs) > self.input_spec.num_children:
             inputs = self._by_position(inputs, named)
         switched = next((name for name, m in self.module.named_modules()

@@ -770,6 +770,22 @@ def test_a_gradient_penalty_through_the_placed_step_is_refused_not_dropped():
     assert net[0].weight.grad is not None
 
 
+def test_a_call_under_a_torch_func_transform_is_refused_in_one_line():
+    """torch.func.grad or torch.vmap of the placed module was torch's RuntimeError that an autograd.Function must
+    override setup_context, a function the user never wrote."""
+    net, x = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 1)), torch.randn(5, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    params = {name: p.detach() for name, p in placed.named_parameters()}
+    refused = r"^the placed module is called under a torch.func transform \(grad, vmap, jacrev, ...\), .* loss.backward\(\)"
+    with pytest.raises(InvalidArgument, match=refused):
+        torch.func.grad(lambda p: torch.func.functional_call(placed, p, (x,)))(params)
+    with pytest.raises(InvalidArgument, match=refused):
+        torch.vmap(placed)(torch.randn(2, 5, 4))
+    torch.testing.assert_close(torch.func.functional_call(placed, params, (x,)), _loss(net(x)))  # no transform: runs
+
+
 def test_a_loss_reading_targets_from_outside_its_argument_is_warned_of():
     """loss=lambda out: cross_entropy(out, targets): the step keeps the recorded targets; the next batch's, which
     the name holds by then, were not seen, and the placed loss differed from eager's without a word."""
