@@ -593,13 +593,22 @@ def _warn_captured_tensors(loss: Callable[[Any], torch.Tensor], step: Any) -> No
 
     ``loss=lambda out: F.cross_entropy(out, y)`` reads ``y`` from a closure or a global: the step recorded
     the tensor ``y`` named then as a constant, and the placed step computes with it at every call, though
-    ``y`` names the next batch's targets by then (eager reads the new one): a wrong loss, silently.
+    ``y`` names the next batch's targets by then (eager reads the new one): a wrong loss, silently. One that
+    requires grad (a learnable temperature) gets no gradient from the placed step, where eager's backward gives it
+    one, and is warned of so.
     """
     constants = {id(x) for _, x in held_tensors(step.trace.ops)}
     warned: set[int] = set()
     for name, value in _reads_from_outside(loss):
         if isinstance(value, torch.Tensor) and id(value) in constants and id(value) not in warned:
             warned.add(id(value))
+            if value.requires_grad:  # a learnable temperature: eager's backward trains it, the placed step cannot
+                warnings.warn(f"gnplace.apply: the loss reads tensor {name!r} ({value.dtype} {list(value.shape)}), "
+                              "which requires grad, from outside its argument (a closure, a global or a bound "
+                              "argument): the placed step keeps the values it had at the recording and gives it no "
+                              "gradient, where eager's backward trains it; make it a parameter of the module (its "
+                              "forward returning the loss) to train it", stacklevel=3)
+                continue
             warnings.warn(f"gnplace.apply: the loss reads tensor {name!r} ({value.dtype} {list(value.shape)}) from "
                           "outside its argument (a closure, a global or a bound argument): the placed step keeps "
                           f"the values {name!r} had at the recording at every call, not those it names later (the "

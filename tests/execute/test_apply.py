@@ -800,6 +800,16 @@ def test_a_loss_reading_targets_from_outside_its_argument_is_warned_of():
         with pytest.warns(UserWarning, match=r"the loss reads tensor '(targets|target)' \(torch.int64 \[6\]\) from "
                                              "outside its argument .* make it an input of the module"):
             gnplace.apply(net, placement, (x,), loss=loss, devices=["cpu", "cpu"])
+    temperature = torch.nn.Parameter(torch.tensor(2.0))  # trained by eager's backward, by the placed step not
+
+    def tempered(out):
+        return (out / temperature).square().mean()
+
+    placement = Placement([0] * import_step(net, (x,), loss=tempered).graph.num_ops, load_cluster("k80x2"))
+    with pytest.warns(UserWarning, match=r"the loss reads tensor 'temperature' \(torch.float32 \[\]\), which requires "
+                                         r"grad, .* gives it no gradient, where eager's backward trains it; make it a "
+                                         "parameter of the module"):
+        gnplace.apply(net, placement, (x,), loss=tempered, devices=["cpu", "cpu"])
     placement = Placement([0] * import_step(net, (x,), loss=_loss).graph.num_ops, load_cluster("k80x2"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a loss of its argument alone: nothing to warn of
