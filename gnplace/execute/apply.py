@@ -20,8 +20,9 @@ flag) is a constant of the step: a call with another value is refused. So are th
 attributes that ``forward`` reads (``self.scale = 2.0``): one changed after :func:`apply` is warned of
 at the next call (once per value), and the step still computes with the recorded value; so is a hook
 registered on the module after :func:`apply` (``register_forward_hook``), which the placed step does not run
-(once per hook). The inputs' memory layout may differ (a transposed or channels-last tensor): such an input is
-copied into the example input's.
+(once per hook). A tensor ``forward`` reads from a global or a closure, not registered on the module, is a
+constant of the step too (and, learnable, gets no gradient): it is warned of at :func:`apply`. The inputs' memory
+layout may differ (a transposed or channels-last tensor): such an input is copied into the example input's.
 The module's parameters and buffers keep the dtypes and shapes they were recorded with (a
 ``module.double()`` after the recording is refused: record and place again), and its parameters stay
 on their placed devices (a ``module.to(...)`` after :func:`apply` is refused: apply again). The gradients are
@@ -493,6 +494,7 @@ def apply(
     if loss is not None:
         _check_step_loss(loss, step)
         _warn_captured_tensors(loss, step)
+    _warn_forward_globals(module, step)
     if isinstance(placement, (str, os.PathLike)):
         from gnplace.placement import load_placement
 
@@ -614,6 +616,34 @@ def _warn_captured_tensors(loss: Callable[[Any], torch.Tensor], step: Any) -> No
                           f"the values {name!r} had at the recording at every call, not those it names later (the "
                           "next batch's targets); make it an input of the module (forward(x, targets) returning "
                           "the loss) to follow it", stacklevel=3)
+
+
+def _warn_forward_globals(module: torch.nn.Module, step: Any) -> None:
+    """Warn of each tensor a submodule's ``forward`` reads from a global or a closure that the recorded step holds.
+
+    ``MASK = torch.ones(3)`` read in ``forward`` was recorded as a constant: a later ``MASK[0] = 0`` changed
+    eager's loss and not the placed step's, and a global ``nn.Parameter`` got no gradient from the placed step
+    where eager's backward gives it one, both silently. PyTorch's own modules are not looked into.
+    """
+    constants = {id(x) for _, x in held_tensors(step.trace.ops)}
+    warned: set[int] = set()
+    for cls in dict.fromkeys(type(sub) for sub in module.modules()):
+        if cls.__module__.startswith("torch."):
+            continue
+        for name, value in _reads_from_outside(getattr(cls, "forward", None)):
+            if not (isinstance(value, torch.Tensor) and id(value) in constants and id(value) not in warned):
+                continue
+            warned.add(id(value))
+            what = f"gnplace.apply: {cls.__name__}.forward reads tensor {name!r} ({value.dtype} {list(value.shape)})"
+            if value.requires_grad:
+                warnings.warn(f"{what}, which requires grad, from outside the module (a global or a closure): the "
+                              "placed step keeps the values it had at the recording and gives it no gradient, where "
+                              "eager's backward trains it; register it on the module (a parameter) to train it",
+                              stacklevel=3)
+            else:
+                warnings.warn(f"{what} from outside the module (a global or a closure): the placed step keeps the "
+                              "values it had at the recording at every call, not those it holds later; register it on "
+                              "the module (register_buffer) to have it read at each call", stacklevel=3)
 
 
 def _reads_from_outside(fn: Any, depth: int = 0) -> list[tuple[str, Any]]:

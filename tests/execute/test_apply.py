@@ -1,5 +1,6 @@
 import copy
 import dataclasses
+import re
 import warnings
 
 import numpy as np
@@ -813,6 +814,42 @@ def test_a_loss_reading_targets_from_outside_its_argument_is_warned_of():
     placement = Placement([0] * import_step(net, (x,), loss=_loss).graph.num_ops, load_cluster("k80x2"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a loss of its argument alone: nothing to warn of
+        gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+
+
+_GLOBAL_MASK = torch.ones(3)
+_GLOBAL_GAIN = torch.nn.Parameter(torch.tensor(2.0))
+
+
+class _ReadsGlobals(torch.nn.Module):
+    """Multiplies by a global mask and a global learnable gain, neither registered on the module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return (self.fc(x) * _GLOBAL_MASK * _GLOBAL_GAIN).square().mean()
+
+
+def test_a_tensor_that_forward_reads_from_a_global_is_warned_of_at_apply():
+    """A global mask written after apply changed eager's loss and not the placed step's, and a global parameter got
+    eager's gradient and none placed: both silently."""
+    net, x = _ReadsGlobals(), torch.randn(5, 4)
+    placement = Placement([k % 2 for k in range(import_step(net, (x,)).graph.num_ops)], load_cluster("k80x2"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gnplace.apply(net, placement, (x,), devices=["cpu", "cpu"])
+    messages = [str(w.message) for w in caught if str(w.message).startswith("gnplace.apply: _ReadsGlobals.forward")]
+    assert len(messages) == 2
+    assert re.match(r"gnplace.apply: _ReadsGlobals.forward reads tensor '_GLOBAL_MASK' \(torch.float32 \[3\]\) from "
+                    r"outside the module .* register it on the module \(register_buffer\)", messages[0])
+    assert re.match(r"gnplace.apply: _ReadsGlobals.forward reads tensor '_GLOBAL_GAIN' \(torch.float32 \[\]\), which "
+                    r"requires grad, .* gives it no gradient, where eager's backward trains it", messages[1])
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 1))  # PyTorch's own modules: nothing
+    placement = Placement([0] * import_step(net, (x,), loss=_loss).graph.num_ops, load_cluster("k80x2"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
 
 
