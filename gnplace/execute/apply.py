@@ -288,6 +288,9 @@ class PlacedModule(torch.nn.Module):
             signature = []
         parameters = [p for p in signature if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         order = [p.name for p in parameters]
+        twice = sorted(set(named) & set(order[:len(inputs)]))  # before the defaults are dropped below: placed(x, y,
+        if twice:  # 1.0, scale=1.0) dropped both and ran, where eager raises TypeError ("got multiple values")
+            raise InvalidArgument(f"input {twice[0]!r} is given both by position and by name")
         # a parameter after the example inputs given its default (weight=None) is as if left out: the step was
         # recorded with its default, a constant of it, as eager computes when it is left out
         given = list(inputs)
@@ -296,14 +299,10 @@ class PlacedModule(torch.nn.Module):
         by_name = {p.name: p for p in signature if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
         named = {name: value for name, value in named.items()
                  if not (name in by_name and name not in order[:count] and _is_default(value, by_name[name]))}
-        inputs = tuple(given)
         for p in parameters[len(given):count]:
             if p.name not in named or p.kind == p.POSITIONAL_ONLY:
                 break
             given.append(named.pop(p.name))
-        twice = sorted(set(named) & set(order[:len(inputs)]))
-        if twice:
-            raise InvalidArgument(f"input {twice[0]!r} is given both by position and by name")
         recorded = ", ".join(order[:count]) if len(order) >= count else f"{count} inputs"
         if set(named) & set(order[:count]):
             raise InvalidArgument(f"input {order[len(given)]!r} is not given (the placed step takes {recorded})")

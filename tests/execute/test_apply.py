@@ -1012,6 +1012,8 @@ def test_a_parameter_after_the_example_inputs_given_its_default_is_as_if_left_ou
         placed(x, y, 2.0)
     with pytest.raises(InvalidArgument, match="takes 2 inputs, got 3"):
         placed(x, y, torch.tensor(1.0))  # a tensor is no constant of the step
+    with pytest.raises(InvalidArgument, match=r"^input 'scale' is given both by position and by name$"):
+        placed(x, y, 1.0, scale=1.0)  # eager's TypeError: both defaults were dropped and it ran
 
 
 def test_a_loss_kept_after_its_backward_holds_no_gradients_and_backs_up_as_eager_does():
