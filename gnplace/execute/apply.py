@@ -457,8 +457,9 @@ def apply(
         PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients.
 
     Raises:
-        InvalidArgument: for what is no module, step, device name or loss of the kinds above, a ``loss=`` other than
-            the one ``step=`` was recorded with, or a module whose parameters or buffers are on the meta device (no
+        InvalidArgument: for what is no module, step, device name or loss of the kinds above, a module already
+            placed (a :class:`PlacedModule`: give its ``.module``), a ``loss=`` other than the one ``step=`` was
+            recorded with, or a module whose parameters or buffers are on the meta device (no
             data to run the step on).
         InvalidPlacement: if the placement is of another graph or cluster, or the file cannot be read as one.
         UnsupportedGraph: if the model's training step cannot be recorded (an op the importer cannot follow).
@@ -485,6 +486,10 @@ def apply(
     check_loss(loss)  # loss=3 was an UnsupportedGraph from the recording, "'int' object is not callable"
     if not isinstance(module, torch.nn.Module):  # None was an AttributeError inside the recording
         raise InvalidArgument(f"apply needs the model, a torch.nn.Module, got {reprlib.repr(module)}")
+    if isinstance(module, PlacedModule):  # was recorded as a model of its own: "placement has 19 entries, graph
+        # 'PlacedModule' has 25 ops", no word of what to give instead
+        raise InvalidArgument("apply: the module is already placed (a PlacedModule); apply to the model it wraps, "
+                              "placed.module, to place it again")
     if step is None:
         step = import_step(module, example_inputs, loss=loss)
     elif not isinstance(step, ImportedStep):  # another object was an AttributeError ('graph')

@@ -1594,3 +1594,18 @@ def test_a_loss_that_is_no_function_is_an_invalid_argument():
             gnplace.apply(net, placement, (x,), loss=3, devices=["cpu", "cpu"], step=given)
     with pytest.raises(InvalidArgument, match=says):
         import_step(net, (x,), loss=3)
+
+
+def test_applying_to_a_placed_module_is_refused_naming_the_model_to_give():
+    """apply(placed, ...) recorded the placed module as a model: "placement has 19 entries, graph 'PlacedModule' has
+    25 ops", naming nothing to give instead."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    x = torch.randn(6, 4)
+    ops = import_step(net, (x,), loss=_loss).graph.num_ops
+    placement = Placement([k % 2 for k in range(ops)], load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    with pytest.raises(InvalidArgument, match=r"^apply: the module is already placed \(a PlacedModule\); apply to "
+                                              r"the model it wraps, placed.module, to place it again$"):
+        gnplace.apply(placed, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    again = gnplace.apply(placed.module, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    torch.testing.assert_close(again(x), placed(x))
