@@ -463,7 +463,8 @@ def apply(
             data to run the step on).
         InvalidPlacement: if the placement is of another graph or cluster, or the file cannot be read as one.
         UnsupportedGraph: if the model's training step cannot be recorded (an op the importer cannot follow).
-        ExecutionFailed: if the placed step cannot run on the devices named (a CUDA device torch does not see).
+        ExecutionFailed: if the placed step cannot run on the devices named (a CUDA device torch does not see), or
+            cannot run op by op (an ``nn.Embedding(max_norm=...)``, which renormalises its weight in place).
 
     Examples:
         >>> import torch
