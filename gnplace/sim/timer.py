@@ -326,6 +326,19 @@ def _bad_seconds(value: Any) -> bool:
         return True
 
 
+def _of_kind(timer: StepTimer, result: Any, kind: type, method: str) -> str:
+    """The timer's class name, once ``result`` of its ``method`` is known to be a ``kind``.
+
+    Raises:
+        InvalidArgument: naming the timer's class, ``method``, ``kind`` and what it returned.
+    """
+    name = type(timer).__name__
+    if not isinstance(result, kind):
+        raise InvalidArgument(f"timer {name}: {method}() must return a {kind.__name__}, got {reprlib.repr(result)} "
+                              f"({type(result).__name__})")
+    return name
+
+
 def _checked_step(timer: StepTimer, result: Any, cluster: Any = None, placements: Any = None) -> StepResult:
     """``result`` of ``timer.time()``, refused unless a valid :class:`StepResult` for ``cluster``.
 
@@ -334,10 +347,7 @@ def _checked_step(timer: StepTimer, result: Any, cluster: Any = None, placements
     Raises:
         InvalidArgument: naming the timer's class and what it returned.
     """
-    name = type(timer).__name__
-    if not isinstance(result, StepResult):
-        raise InvalidArgument(f"timer {name}: time() must return a StepResult, got {reprlib.repr(result)} "
-                              f"({type(result).__name__})")
+    name = _of_kind(timer, result, StepResult, "time")
     if _bad_seconds(result.step_time):
         raise InvalidArgument(f"timer {name}: time() returned a step_time of {reprlib.repr(result.step_time)}, "
                               f"expected finite seconds >= 0")
@@ -357,10 +367,7 @@ def _checked_batch(timer: StepTimer, result: Any, cluster: Any = None, placement
     Raises:
         InvalidArgument: naming the timer's class and what it returned.
     """
-    name = type(timer).__name__
-    if not isinstance(result, BatchResult):
-        raise InvalidArgument(f"timer {name}: time_batch() must return a BatchResult, got {reprlib.repr(result)} "
-                              f"({type(result).__name__})")
+    name = _of_kind(timer, result, BatchResult, "time_batch")
     try:
         steps = np.asarray(result.step_time, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):

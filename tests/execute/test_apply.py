@@ -1206,13 +1206,9 @@ class _WrapsAModule(torch.nn.Module):
         return self.module(x).square().mean()
 
 
-@pytest.mark.parametrize("make", [
-    lambda: torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1)),
-    _WrapsAModule,
-])
-def test_the_state_dict_of_a_placed_module_is_the_models_and_a_models_loads_into_it(make):
-    """After three AdamW steps placed and eager, the placed module's state dict has the model's keys and eager's
-    values (the model loads it); the model's loads into the placed module, which then computes with it."""
+def _placed_beside_a_copy(make):
+    """``make()``'s model, an eager copy, a batch ``[8, 5]``, its loss (None: it returns one) and it placed on two
+    CPUs."""
     torch.manual_seed(0)
     net = make()
     reference = copy.deepcopy(net)
@@ -1221,6 +1217,17 @@ def test_the_state_dict_of_a_placed_module_is_the_models_and_a_models_loads_into
     graph = import_step(net, (x,), loss=loss).graph
     placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
                            loss=loss, devices=["cpu", "cpu"])
+    return net, reference, x, loss, placed
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1)),
+    _WrapsAModule,
+])
+def test_the_state_dict_of_a_placed_module_is_the_models_and_a_models_loads_into_it(make):
+    """After three AdamW steps placed and eager, the placed module's state dict has the model's keys and eager's
+    values (the model loads it); the model's loads into the placed module, which then computes with it."""
+    net, reference, x, loss, placed = _placed_beside_a_copy(make)
     ours = torch.optim.AdamW(placed.parameters(), lr=0.01)
     theirs = torch.optim.AdamW(reference.parameters(), lr=0.01)
     for _ in range(3):
@@ -1258,14 +1265,7 @@ def test_the_state_dict_of_a_placed_module_is_the_models_and_a_models_loads_into
 def test_load_state_dict_names_missing_and_unexpected_keys_as_the_model_does(make):
     """A partial or mismatched state dict loaded into the placed module named its keys as its attribute's
     (module.0.bias missing), where its state_dict() and the model have 0.bias: now as the model names them."""
-    torch.manual_seed(0)
-    net = make()
-    reference = copy.deepcopy(net)
-    x = torch.randn(8, 5)
-    loss = None if isinstance(net, _WrapsAModule) else _loss
-    graph = import_step(net, (x,), loss=loss).graph
-    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
-                           loss=loss, devices=["cpu", "cpu"])
+    net, reference, x, loss, placed = _placed_beside_a_copy(make)
     state = reference.state_dict()
     first = next(iter(state))
     partial = {first: state[first], "extra.weight": torch.zeros(1)}
