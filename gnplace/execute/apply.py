@@ -134,7 +134,12 @@ class PlacedModule(torch.nn.Module):
         with torch.no_grad():
             for name in self.param_names:
                 p = named[name]
-                p.data = p.data.to(self.devices[self.plan.param_device.get(name, 0)])
+                device = self.devices[self.plan.param_device.get(name, 0)]
+                grad, p.grad = p.grad, None  # a gradient of an eager step before: it moves with its parameter, as
+                # module.to() moves it (left behind, the next backward added a gradient of another device to it)
+                p.data = p.data.to(device)
+                if grad is not None:
+                    p.grad = grad.to(device)
 
     # the step runs op by op on the devices its placement gives them: torch.compile(placed) runs it so too, as
     # placed, rather than tracing the executor itself (minutes of recompiling, once per op, fused across devices).

@@ -1609,3 +1609,22 @@ def test_applying_to_a_placed_module_is_refused_naming_the_model_to_give():
         gnplace.apply(placed, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
     again = gnplace.apply(placed.module, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
     torch.testing.assert_close(again(x), placed(x))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="moves a parameter to cuda:0: needs a GPU")
+def test_a_gradient_left_by_an_eager_step_moves_with_its_parameter():
+    """A .grad of an eager step before apply stayed on the CPU while its parameter moved to cuda:0; the placed
+    step's backward then added a cuda gradient to it."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 1))
+    reference = copy.deepcopy(net)
+    x = torch.randn(5, 4)
+    _loss(net(x)).backward()
+    _loss(reference(x)).backward()
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([1] * graph.num_ops, load_cluster("cpu_gpu")), (x,), loss=_loss)
+    assert all(p.grad is not None and p.grad.device == p.device for p in net.parameters())
+    placed(x).backward()
+    _loss(reference(x)).backward()  # accumulated over the two steps, as eager accumulates
+    for ours, theirs in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours.grad.cpu(), theirs.grad)
