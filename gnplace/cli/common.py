@@ -341,13 +341,15 @@ def option_files(options: dict[str, Any]) -> list[str]:
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:
-    """Refuse an output folder ``path`` that is empty or a file, before any work is done (:class:`InvalidArgument`).
+    """Refuse an output folder ``path`` that is empty, ``-`` or a file, before any work (:class:`InvalidArgument`).
 
     An empty path is refused rather than read as the current folder, where a run would write among the user's files;
     so is a folder under a file (``FILE/sub``), which a run could only fail to make once its work is done.
     """
     if not os.fspath(path).strip():
         raise InvalidArgument(f"{flag} is empty; name the folder to write into (. for the current one)")
+    if os.fspath(path) == "-":  # taken for stdout, as a file output's "-" is refused: it made a folder named "-"
+        raise InvalidArgument(f"{flag} -: writes a folder, not stdout; name the folder (./- for a folder named '-')")
     if Path(path).exists() and not Path(path).is_dir():
         raise InvalidArgument(f"{flag} {os.fspath(path)}: is a file, expected a folder")
     from gnplace.graph_io import check_parent_folder

@@ -38,6 +38,18 @@ def test_an_output_that_names_no_file_is_refused(argv, flag, tmp_path, capsys, m
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "-g", GRAPH, "-c", "k80x2", "-p", "single", "-j", "1", "-o", "-"],
+    ["generate", "-f", "ptb", "-n", "1", "--out", "-"],
+])
+def test_an_output_folder_named_dash_is_refused(argv, tmp_path, capsys, monkeypatch):
+    """`evaluate -o -` made a folder named '-' and wrote results.csv in it, where a file output's `-` is refused."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "-: writes a folder, not stdout" in one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("output", ["", "-"])
 def test_import_to_no_file_is_refused(output, tmp_path, capsys, monkeypatch):
     model = write_mlp(tmp_path / "mlp.onnx", batch=8)
