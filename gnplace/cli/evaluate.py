@@ -153,12 +153,15 @@ def run(args: argparse.Namespace) -> int:
 
         rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep,
                         progress=lambda r: bar.advance(f"{r.graph} {r.cluster} {r.placer}"))
-    keys = {task_key(t) for t in tasks}
-    failed = [r for r in rows if r.key in keys and r.error]
+    # this run's rows: by key and graph file, cluster (a copy of a graph file elsewhere has the same key, and the rows
+    # an earlier run saved of it were counted as this run's: "2 of 2 runs failed" where one had, exit 1 where none)
+    mine = {(task_key(t), *_slot_of(t.graph_path, t.cluster)) for t in tasks}
+    current = [r for r in rows if (r.key, *_slot_of(r.graph_path, r.cluster_spec or r.cluster)) in mine]
+    failed = [r for r in current if r.error]
     summary = summarise(rows)
     with writing(Path(args.out) / "results.md"):
         md = write_markdown(summary, Path(args.out) / "results.md")
-    table = Table(title=_title(len(graphs), len(clusters), len(placers), sum(r.key not in keys for r in rows)))
+    table = Table(title=_title(len(graphs), len(clusters), len(placers), len(rows) - len(current)))
     for col in ("family", "cluster", "placer", "step/best", "step/single", "step/bound", "best on", "OOM", "place s"):
         names = ("family", "cluster", "placer")  # a name too long wraps in its cell, not cut with "…"
         table.add_column(col, justify="left" if col in names else "right",
@@ -180,11 +183,11 @@ def run(args: argparse.Namespace) -> int:
             else:  # every run failed: no ratio to draw, and an earlier run's figure would describe other results
                 ratios.unlink(missing_ok=True)
         with writing(best_timeline):
-            timeline = _plot_best_timeline([r for r in rows if r.key in keys], tasks[0], Path(args.out), best_timeline)
+            timeline = _plot_best_timeline(current, tasks[0], Path(args.out), best_timeline)
             if timeline is None:  # nothing placed: an earlier run's chart would pass for this run's
                 best_timeline.unlink(missing_ok=True)
         print(f"wrote {timeline}" if timeline else "no timeline: no run placed the first graph and cluster")
-    return _report_failures(failed, unplaced([r for r in rows if r.key in keys]), len(tasks),
+    return _report_failures(failed, unplaced(current), len(tasks),
                             Path(args.out) / "results.csv")
 
 

@@ -569,3 +569,21 @@ def test_a_sigterm_to_a_run_of_workers_is_one_line_and_143(tmp_path):
     finally:
         run.kill()
     assert (run.returncode, err) == (143, "gnplace: SIGTERM: interrupted\n")
+
+
+def test_rows_of_a_copy_of_the_graph_run_before_are_not_this_runs(tmp_path, capsys):
+    """A copy of a graph file elsewhere has the same row keys: its saved rows were counted as this run's.
+
+    The second run said "2 of 2 runs failed" (one had) and its title left the copy's rows out of those of earlier runs.
+    """
+    out = tmp_path / "ev"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "g.gnpg").write_bytes((EXAMPLES / "mlp1x8w6144b256.gnpg").read_bytes())
+    argv = ["evaluate", "-c", "k80x2", "-p", "exact,single", "-O", "exact.max_groups=1", "-j", "1", "-o", str(out)]
+    assert main([*argv, "-g", str(tmp_path / "a" / "g.gnpg")]) == 1
+    assert "1 of 2 runs failed" in capsys.readouterr().err
+    assert main([*argv, "-g", str(tmp_path / "b" / "g.gnpg")]) == 1
+    captured = capsys.readouterr()
+    assert "1 of 2 runs failed" in captured.err, captured.err
+    assert "and 2 rows of earlier runs kept" in captured.out, captured.out
