@@ -422,7 +422,10 @@ def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
         graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=os.path.realpath(task.graph_path),
         ops=graph.num_ops,
         groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed, bound_s=bound,
-        single_s=single_s, single_oom=single_oom, learned=is_learned(task), budget=task.budget, mode=task.mode,
+        single_s=single_s, single_oom=single_oom, learned=is_learned(task),
+        # a placer that spends none was given none (its key leaves it out): heft run beside annealing --budget 20 had
+        # a row of budget 20, and kept it when run again with none
+        budget=task.budget if "budget" in PLACERS.info(task.placer).accepts else None, mode=task.mode,
         options=json.dumps(task.options_dict, sort_keys=True), cluster_spec=cluster_slot(task.cluster), key=key,
     )
     try:

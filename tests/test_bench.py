@@ -267,3 +267,15 @@ def test_curves_refuse_a_graph_of_no_ops_before_the_first_search(load_script, tm
     out, err = capsys.readouterr()
     assert code == 2 and not out and not (tmp_path / "out").exists()
     assert err == f"bench: error: {empty}: graph 'empty' has no ops; there is nothing to place\n"
+
+
+def test_search_counts_the_rows_of_placers_that_spend_no_budget(load_script, tmp_path, capsys):
+    """``search --placers auto heft annealing --budget 5``: auto's and heft's rows, which record no budget (they spend
+    none), must still be counted, not left out of their columns as ``nan (0)``."""
+    code = load_script("bench").main(["search", "--families", "ptb", "--per-family", "1", "--clusters", "k80x2",
+                                      "--placers", "auto", "heft", "annealing", "--budget", "5", "--jobs", "1",
+                                      "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("| ptb | k80x2 |"))
+    assert "nan" not in line and line.count("(1)") == 3, line

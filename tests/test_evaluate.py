@@ -1431,3 +1431,12 @@ def test_a_saved_row_whose_checkpoint_is_gone_stands_and_one_whose_checkpoint_ch
     assert sorted(r.placer for r in evaluate([task], out)) == ["policy", "single"]  # not to be checked: it stands
     ckpt.write_bytes(b"other weights")
     assert [r.placer for r in evaluate([task], out)] == ["single"]  # timed with weights no longer there: dropped
+
+
+def test_a_placer_that_spends_no_budget_records_none(graphs, tmp_path):
+    """heft run beside annealing with a budget had a row of that budget, which it never spent (nor keyed)."""
+    path = str(graphs / "mlp2.gnpg")
+    rows = evaluate([Task(path, "k80x2", "heft", budget=5), Task(path, "k80x2", "annealing", budget=5)], tmp_path)
+    assert [(r.placer, r.budget) for r in rows] == [("heft", None), ("annealing", 5)]
+    saved = {r["placer"]: r["budget"] for r in csv.DictReader((tmp_path / "results.csv").open())}
+    assert saved == {"heft": "", "annealing": "5"}

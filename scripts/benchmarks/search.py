@@ -31,8 +31,10 @@ from .common import (
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
     from gnplace.evaluate import Task, cluster_slot, evaluate, task_key
+    from gnplace.evaluate_summary import summary_budget
     from gnplace.graph_files import collect_graphs
     from gnplace.placers import make_placer
+    from gnplace.placers.registry import PLACERS
 
     check_output_folder(args.out)
     check_families(args.families)
@@ -66,6 +68,8 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     # each placer's options as rows keep them (files by their real paths: -O ppo.checkpoint=my.ckpt)
     asked = {p: Task.with_options("", "", p, options.get(p)).options_dict for p in args.placers}
+    # the budget each placer's rows record: none for one that spends none (auto, heft), whatever --budget was
+    given = {p: args.budget if "budget" in PLACERS.info(p).accepts else None for p in args.placers}
 
     wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
     # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
@@ -82,7 +86,7 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
                                   and slot(r) == cluster_slot(cluster) and (r.graph_path, cluster) in wanted)
             for placer in args.placers:
                 mine = [r for r in rows
-                        if r.placer == placer and r.budget == args.budget and r.seed == args.seed
+                        if r.placer == placer and summary_budget(r) == given[placer] and r.seed == args.seed
                         and families[r.graph_path] == family
                         and json.loads(r.options) == asked[placer]
                         and slot(r) == cluster_slot(cluster) and (r.graph_path, cluster) in wanted
