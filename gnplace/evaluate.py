@@ -533,6 +533,8 @@ def _read_rows(path: Path) -> list[Row]:
                 continue
             # an empty cell is no options, for the row's task() and the summary as for its key (they failed on it)
             values["options"] = values["options"] or "{}"
+            if values["placer"] in PLACERS and "budget" not in PLACERS.info(values["placer"]).accepts:
+                values["budget"] = None  # a run before 2026-12-07 wrote --budget in the rows of placers spending none
             try:  # within the limits: a field nested 100,000 deep was json's RecursionError, a traceback
                 options = parse_json(values["options"], InvalidArgument, "options")
             except InvalidArgument:

@@ -1440,3 +1440,20 @@ def test_a_placer_that_spends_no_budget_records_none(graphs, tmp_path):
     assert [(r.placer, r.budget) for r in rows] == [("heft", None), ("annealing", 5)]
     saved = {r["placer"]: r["budget"] for r in csv.DictReader((tmp_path / "results.csv").open())}
     assert saved == {"heft": "", "annealing": "5"}
+
+
+def test_a_saved_row_of_a_placer_that_spends_no_budget_loses_the_budget_written(graphs, tmp_path):
+    """A file written before such rows recorded none kept heft's ``--budget`` in every rerun that reused the row."""
+    path = str(graphs / "mlp2.gnpg")
+    evaluate([Task(path, "k80x2", "heft")], tmp_path)
+    results = tmp_path / "results.csv"
+    saved = list(csv.DictReader(results.open()))
+    saved[0]["budget"] = "20"  # as such a run wrote it (the key leaves heft's budget out)
+    with results.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(saved[0]))
+        writer.writeheader()
+        writer.writerows(saved)
+    reran = []
+    rows = evaluate([Task(path, "k80x2", "heft")], tmp_path, progress=reran.append)
+    assert not reran and rows[0].budget is None  # reused, without the budget it never spent
+    assert next(csv.DictReader(results.open()))["budget"] == ""
