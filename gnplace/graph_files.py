@@ -82,6 +82,13 @@ def collect_graphs(specs: Sequence[str | os.PathLike[str]] | str | os.PathLike[s
             if re.fullmatch(r"[\w.]+:\w+", str(spec)):  # a module:factory reference, which gnplace place takes
                 hint = (" (a module:factory reference: evaluate reads graph files and folders; save the model's "
                         "graph first: gnplace.graph_io.save_graph(gnplace.importers.torch.from_module(...), PATH))")
+            elif any(c in str(spec) for c in "*?["):  # quoted, so no shell expanded it: paths are taken as they are
+                import glob
+
+                matched = len(glob.glob(str(spec)))
+                if matched:
+                    hint = (f" (a pattern, which matches {matched} path{'s' if matched != 1 else ''} but is not "
+                            "expanded here: leave it unquoted for the shell to expand, or name their folder)")
             raise GnplaceError(f"{path}: no such graph file or folder{hint}")
     unique: dict[Path, Path] = {}
     for path in paths:  # a file named twice (itself and in its folder) is one graph

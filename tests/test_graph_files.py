@@ -217,3 +217,12 @@ def test_the_note_on_one_json_file_says_it_is_read_where_named(graphs, tmp_path)
                                            r"and its 1 \.json file is read only where named one by one \(or saved as "
                                            r"\.gnpg\)$"):
         collect_graphs(folder)
+
+
+def test_a_quoted_pattern_is_named_as_one(graphs, tmp_path):
+    """``-g 'data/*.gnpg'`` (quoted: no shell expanded it) said only "no such graph file or folder"."""
+    with pytest.raises(GnplaceError, match=r"mlp\*\.gnpg: no such graph file or folder \(a pattern, which matches 2 "
+                                           r"paths but is not expanded here: leave it unquoted"):
+        collect_graphs([str(graphs / "mlp*.gnpg")])
+    with pytest.raises(GnplaceError, match=r"no such graph file or folder$"):  # a pattern matching nothing: as before
+        collect_graphs([str(tmp_path / "none*.gnpg")])
