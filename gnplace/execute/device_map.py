@@ -263,12 +263,12 @@ def to_device_map(
         if _overflow(peaks, cluster) > 0:
             _warn_over_memory(graph, cluster, placed, peaks)
     chosen = _walked(whole, device_map_values(cluster), root)
-    _warn_offloaded(graph, cluster, chosen)
     first = _first_nodes(graph)
     ordered = sorted(chosen.items(), key=lambda kv: (first.get(kv[0], graph.num_ops), kv[0]))
-    if not root:
-        return dict(ordered)
-    return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
+    written = dict(ordered) if not root else \
+        {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
+    _warn_offloaded(graph, cluster, written)  # the keys as written: with root, 'model.transformer.h' was named
+    return written
 
 
 def _warn_over_memory(graph: OpGraph, cluster: Cluster, placement: Placement, peaks: np.ndarray) -> None:

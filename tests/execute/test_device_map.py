@@ -172,6 +172,18 @@ def test_to_device_map_warns_of_a_cpu_entry_beside_a_gpu():
         assert to_device_map(graph, Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)) == {"": "cpu"}
 
 
+def test_the_cpu_entry_warning_names_the_keys_as_written_under_a_root():
+    """With ``root``, the warning named ``'model.1'``, a key the map it warned of does not have (it has ``'1'``)."""
+    wrapper = torch.nn.Module()
+    wrapper.model = _net()
+    wrapper.forward = lambda x: wrapper.model(x)  # type: ignore[method-assign]
+    graph = from_module(wrapper, (torch.randn(4, 16),), loss=lambda y: y.sum())
+    cluster = load_cluster("cpu_gpu")
+    devices = np.array([0 if module.startswith("model.1") else 1 for module in module_paths(graph)])
+    with pytest.warns(UserWarning, match=r"puts 1 module\(s\) on \"cpu\" beside GPU 0 \(\['1'\]\)"):
+        assert to_device_map(graph, Placement(devices, cluster), root="model") == {"0": 0, "1": "cpu", "2": 0, "3": 0}
+
+
 def test_a_module_over_several_cpus_is_one_key():
     """cpu0 and cpu1 are both "cpu" to accelerate: the map named every module apart, 4 keys where one does."""
     net = _net()
