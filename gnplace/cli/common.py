@@ -283,6 +283,7 @@ def check_not_input(
     inputs = [Path(source)]
     if ":" in source:
         inputs.append(Path(source.rsplit(":", 1)[0]))  # a factory's file
+        inputs += _module_files(source.rsplit(":", 1)[0])  # mymodel:make's mymodel.py was overwritten
     inputs += [Path(other) for other in others if other is not None]
     target = Path(path).resolve()
     for given in inputs:
@@ -295,6 +296,22 @@ def check_not_input(
             if target in external_data_files(given):
                 raise InvalidArgument(f"{flag} {os.fspath(path)}: holds the external data (weights) of the input "
                                       f"{given.name}; write to another file")
+
+
+def _module_files(target: str) -> list[Path]:
+    """The files ``import target`` could load a ``MODULE:FACTORY``'s module from: on ``sys.path`` or the working folder.
+
+    Found without importing anything (a package's ``__init__`` runs user code): ``a.b`` is ``a/b.py`` or
+    ``a/b/__init__.py`` under each folder Python looks in, and the working folder, where gnplace looks last.
+    """
+    import sys
+
+    parts = target.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return []
+    folders = [Path(entry or ".") for entry in sys.path if isinstance(entry, str)] + [Path.cwd()]
+    return [folder.joinpath(*parts[:-1], name) for folder in folders
+            for name in (f"{parts[-1]}.py", f"{parts[-1]}/__init__.py")]
 
 
 def check_not_run_output(

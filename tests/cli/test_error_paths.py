@@ -138,6 +138,23 @@ def test_outputs_over_a_factory_file_or_an_onnx_model_are_refused(tmp_path, caps
     assert model.read_bytes() == before
 
 
+def test_outputs_over_the_module_file_of_a_module_factory_are_refused(tmp_path, capsys, monkeypatch):
+    """place --device-map / -o over mymod.py of ``mymod:make`` (found in the working folder) wrote over it."""
+    package = tmp_path / "dmap_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    factory = package / "dmap_model.py"
+    factory.write_text("import torch\n\ndef make():\n    return torch.nn.Linear(4, 1), (torch.zeros(2, 4),)\n")
+    before = factory.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    for flag in ("-o", "--device-map"):
+        for target in (str(factory), "dmap_pkg/dmap_model.py", "dmap_pkg/__init__.py"):
+            source = "dmap_pkg:make" if target.endswith("__init__.py") else "dmap_pkg.dmap_model:make"
+            err = one_error(capsys, main(["place", source, "-c", "k80x2", "-p", "single", flag, target]))
+            assert f"is the input {Path(target).name}; write to another file" in err
+    assert factory.read_bytes() == before and (package / "__init__.py").read_text() == ""
+
+
 def test_place_device_map_is_written_atomically(tmp_path, capsys):
     target = tmp_path / "maps" / "dm.json"
     assert main(["place", "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", "single", "--device-map", str(target)]) == 0
