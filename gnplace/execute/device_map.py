@@ -225,23 +225,12 @@ def to_device_map(
     if not isinstance(root, str):  # 3 was a TypeError ('int' + 'str'), None a message about an empty device_map
         raise InvalidArgument(f"to_device_map's root must be a submodule path (a str, '' for the module itself), "
                               f"got {reprlib.repr(root)}")
-    if module is not None and not callable(getattr(module, "modules", None)):  # a str was an AttributeError
-        raise InvalidArgument(f"to_device_map's module must be the torch.nn.Module the graph was imported from, "
-                              f"or None, got {reprlib.repr(module)}")
+    _check_module_type(module, "to_device_map")
     cluster = cluster or getattr(placement, "cluster", None)
     if cluster is None:
         raise InvalidArgument("to_device_map needs the cluster (pass a Placement, or cluster=)")
     require_parameters(graph, root)
-    if module is not None and callable(getattr(module, "named_parameters", None)):
-        # another model's module was taken as it was: its _no_split_modules were kept whole, or none of the graph's
-        held = {name for name, _ in module.named_parameters(remove_duplicate=False)}
-        missing = sorted(set(_updated_parameters(graph).values()) - held)
-        if missing:
-            raise InvalidArgument(
-                f"to_device_map's module is not the one graph {graph.name!r} was imported from: {len(missing)} of "
-                f"the graph's parameters are none of its own, e.g. {missing[0]!r}; give the module the graph was "
-                "imported from, or None"
-            )
+    _check_module_of(graph, module, "to_device_map")
     placed = as_placement(graph, cluster, placement)
     per_param = _parameter_devices(graph, placed.devices)
     # every state-dict entry needs a key: transformers and accelerate refuse a map that leaves one out
@@ -269,6 +258,27 @@ def to_device_map(
         {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
     _warn_offloaded(graph, cluster, written)  # the keys as written: with root, 'model.transformer.h' was named
     return written
+
+
+def _check_module_type(module: Any, caller: str) -> None:
+    """Refuse a ``module`` argument that is neither None nor a module (a str was an AttributeError)."""
+    if module is not None and not callable(getattr(module, "modules", None)):
+        raise InvalidArgument(f"{caller}'s module must be the torch.nn.Module the graph was imported from, "
+                              f"or None, got {reprlib.repr(module)}")
+
+
+def _check_module_of(graph: OpGraph, module: Any, caller: str) -> None:
+    """Refuse a ``module`` lacking a parameter of ``graph``: another model's (its maps are no maps of the graph)."""
+    if module is not None and callable(getattr(module, "named_parameters", None)):
+        # another model's module was taken as it was: its _no_split_modules were kept whole, or none of the graph's
+        held = {name for name, _ in module.named_parameters(remove_duplicate=False)}
+        missing = sorted(set(_updated_parameters(graph).values()) - held)
+        if missing:
+            raise InvalidArgument(
+                f"{caller}'s module is not the one graph {graph.name!r} was imported from: {len(missing)} of "
+                f"the graph's parameters are none of its own, e.g. {missing[0]!r}; give the module the graph was "
+                "imported from, or None"
+            )
 
 
 def _warn_over_memory(graph: OpGraph, cluster: Cluster, placement: Placement, peaks: np.ndarray) -> None:
@@ -1052,9 +1062,17 @@ def compare_device_maps(
         ``graph`` (an ``nn.Identity``) place nothing and are skipped. A map putting modules on ``"cpu"``
         beside a GPU (an offload) is timed as :func:`from_device_map` reads it, its weights crossing the link
         once a step: a floor on what accelerate's copies before each call cost.
+
+    Raises:
+        InvalidArgument: if ``module`` is no module, or not the one ``graph`` was imported from (it lacks a
+            parameter of the graph, or accelerate's map of it names a module the graph does not have), or as
+            :func:`to_device_map` and :func:`from_device_map` refuse their arguments.
     """
     from gnplace.sim.simulator import Simulator
 
+    check_graph(graph)
+    _check_module_type(module, "compare_device_maps")  # with device_map given, a str was an AttributeError
+    _check_module_of(graph, module, "compare_device_maps")  # another model's maps were timed on this graph
     timer = timer or Simulator()
     exported = to_device_map(graph, placement, cluster, module=module) if device_map is None else device_map
     found = {
@@ -1075,6 +1093,10 @@ def compare_device_maps(
         for name, their_map in maps.items():
             if their_map is None or "disk" in their_map.values():
                 continue
-            theirs = from_device_map(graph, cluster, _without_stateless_modules(their_map, module, graph))
+            try:
+                theirs = from_device_map(graph, cluster, _without_stateless_modules(their_map, module, graph))
+            except InvalidArgument as err:  # a module holding more than the graph
+                raise InvalidArgument(f"compare_device_maps's module is not the one graph {graph.name!r} was imported "
+                                      f"from: in the {name} map of it, {err}") from err
             found[name] = timer.time(graph, cluster, theirs).step_time
     return found

@@ -184,6 +184,26 @@ def test_the_cpu_entry_warning_names_the_keys_as_written_under_a_root():
         assert to_device_map(graph, Placement(devices, cluster), root="model") == {"0": 0, "1": "cpu", "2": 0, "3": 0}
 
 
+def test_compare_device_maps_refuses_another_models_module_with_a_map_given():
+    """With ``device_map`` given, a str module was an AttributeError, another model's maps were timed on the graph,
+    and a larger model's failed on "device_map key '3'", a key of no map the caller gave."""
+    graph = _graph(_net())
+    cluster = load_cluster("k80x2")
+    placement = from_device_map(graph, cluster, {"0": 0, "1": 0, "2": 1, "3": 1})
+    given = {"0": 0, "1": 0, "2": 1, "3": 1}
+    other = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Sequential(torch.nn.Linear(16, 16)))
+    larger = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(5)])
+    with pytest.raises(InvalidArgument, match="compare_device_maps's module must be the torch.nn.Module"):
+        compare_device_maps(graph, cluster, placement, "net", device_map=given)
+    with pytest.raises(InvalidArgument, match=r"compare_device_maps's module is not the one .* e\.g\. '1\.bias'"):
+        compare_device_maps(graph, cluster, placement, other, device_map=given)
+    pytest.importorskip("accelerate")
+    for device_map in (None, given):
+        with pytest.raises(InvalidArgument, match=r"module is not the one .*accelerate_auto map of it, device_map key "
+                                                  r"'4' names no module"):
+            compare_device_maps(graph, cluster, placement, larger, device_map=device_map)
+
+
 def test_a_module_over_several_cpus_is_one_key():
     """cpu0 and cpu1 are both "cpu" to accelerate: the map named every module apart, 4 keys where one does."""
     net = _net()
