@@ -492,7 +492,8 @@ def _parameter_readers(graph: OpGraph) -> dict[int, list[int]]:
     forward tensors are no op of the call's nor read by one (``x + w`` summed by the caller: the sum's gradient,
     ``ones_like``, is recorded as a forward op of the caller), and then every forward op of the call may read
     it: an over-count where the call has ops that do not (a call returning ``a(x) + w, b(x) * 2`` lists ``mul``
-    as reading ``w``).
+    as reading ``w``). A parameter of a module the forward never calls, whose update node reads no gradient, is
+    read by no op.
     """
     in_ptr, in_src, _ = graph.in_csr
     out_ptr, out_dst, _ = graph.out_csr
@@ -503,7 +504,12 @@ def _parameter_readers(graph: OpGraph) -> dict[int, list[int]]:
         if graph.op_types[v] != "input":
             in_call[int(group[v])].append(int(v))
     found: dict[int, list[int]] = {}
-    for up in _updated_parameters(graph):
+    ran = {""} | {prefix for module in {m for m, phase in zip(graph.module, graph.phase) if int(phase) == forward}
+                  for prefix in _prefixes(module)}
+    for up, name in _updated_parameters(graph).items():
+        if in_ptr[up + 1] == in_ptr[up] and name.rpartition(".")[0] not in ran:  # no gradient, no call: an unused
+            found[up] = []  # head, whose update node sits in the root's call, whose every op was taken to read it
+            continue
         call = int(group[up])
         saved: set[int] = set()
         seen = {up}

@@ -204,6 +204,25 @@ def test_compare_device_maps_refuses_another_models_module_with_a_map_given():
             compare_device_maps(graph, cluster, placement, larger, device_map=device_map)
 
 
+def test_a_module_the_forward_never_calls_does_not_make_the_model_whole():
+    """An unused Linear's parameters (no gradient) were taken as read by every op of the root's call, its update
+    nodes' group: on another device than the output, the root's ``sum`` read two devices and the map went whole."""
+
+    class _Unused(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.unused = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.b(self.a(x)).sum()
+
+    graph = from_module(_Unused(), (torch.randn(4, 16),))
+    cluster = load_cluster("k80x2")
+    wanted = {"a": 0, "b": 1, "unused": 0}
+    assert cross_device_reads(graph, cluster, wanted) == []
+    assert to_device_map(graph, from_device_map(graph, cluster, wanted)) == wanted
+
+
 def test_a_module_over_several_cpus_is_one_key():
     """cpu0 and cpu1 are both "cpu" to accelerate: the map named every module apart, 4 keys where one does."""
     net = _net()
