@@ -40,7 +40,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, MissingDependency, UnsupportedGraph, first_line
 from gnplace.graph import PHASES, OpGraph, check_graph
-from gnplace.placement import GraphKey, Placement, as_placement, check_graph_and_cluster
+from gnplace.placement import GraphKey, Placement, as_placement, check_cluster, check_graph_and_cluster
 from gnplace.quiet import quietly
 
 __all__ = [
@@ -85,7 +85,11 @@ def module_paths(graph: OpGraph) -> list[str]:
 
     A parameter's name (``"layer.weight"``) lies under its module's path, so a ``device_map`` key that
     prefixes one prefixes the other; a parameter of the root module is its own key.
+
+    Raises:
+        InvalidArgument: if ``graph`` is no :class:`~gnplace.graph.OpGraph` (None was an AttributeError).
     """
+    check_graph(graph)
     updated = _updated_parameters(graph)
     return [updated.get(i, module) for i, module in enumerate(graph.module)]
 
@@ -153,8 +157,13 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
     Raises:
         InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
             ``root`` holds none of them, or some state lies outside ``root`` (a map of ``root`` could not place
-            it). Which keys a map has does not depend on the placement, so this refuses before any placer runs.
+            it). Which keys a map has does not depend on the placement, so this refuses before any placer runs;
+            if ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``root`` no ``str`` (3 was a TypeError).
     """
+    check_graph(graph)
+    if not isinstance(root, str):
+        raise InvalidArgument(f"device_map root must be a submodule path (a str, '' for the module itself), "
+                              f"got {reprlib.repr(root)}")
     params = list(_updated_parameters(graph).values())
     if not params:
         raise InvalidArgument(
@@ -260,11 +269,13 @@ def to_device_map(
     return written
 
 
-def _check_module_type(module: Any, caller: str) -> None:
-    """Refuse a ``module`` argument that is neither None nor a module (a str was an AttributeError)."""
-    if module is not None and not callable(getattr(module, "modules", None)):
-        raise InvalidArgument(f"{caller}'s module must be the torch.nn.Module the graph was imported from, "
-                              f"or None, got {reprlib.repr(module)}")
+def _check_module_type(module: Any, caller: str, optional: bool = True) -> None:
+    """Refuse a ``module`` argument that is no module, nor None where ``optional`` (a str was an AttributeError)."""
+    if module is None and optional:
+        return
+    if not callable(getattr(module, "modules", None)):
+        either = "the torch.nn.Module the graph was imported from, or None" if optional else "a torch.nn.Module"
+        raise InvalidArgument(f"{caller}'s module must be {either}, got {reprlib.repr(module)}")
 
 
 def _check_module_of(graph: OpGraph, module: Any, caller: str) -> None:
@@ -914,11 +925,15 @@ def no_split_module_classes(module: Any) -> list[str]:
     returning the loss) does not: every submodule's list is read here, so a wrapped model gets the
     classes ``from_pretrained`` of the inner model would pass to accelerate.
 
+    Raises:
+        InvalidArgument: if ``module`` is no module (a str was an AttributeError).
+
     Examples:
         >>> import torch
         >>> no_split_module_classes(torch.nn.Linear(2, 2))
         []
     """
+    _check_module_type(module, "no_split_module_classes", optional=False)
     found: set[str] = set()
     for sub in module.modules():
         found.update(getattr(sub, "_no_split_modules", None) or ())
@@ -946,7 +961,8 @@ def accelerate_device_map(
             names, :func:`no_split_module_classes`; ``[]`` splits anywhere).
 
     Raises:
-        InvalidArgument: an unknown ``mode``.
+        InvalidArgument: an unknown ``mode``, or ``module`` no module or ``cluster`` no
+            :class:`~gnplace.cluster.Cluster` (a str was an AttributeError).
         MissingDependency: without accelerate (``pip install accelerate``).
         UnsupportedGraph: if accelerate fails on the module (accelerate 1.x raises an ``IndexError`` on a
             submodule registered under two names, ``self.b = self.a``).
@@ -959,6 +975,8 @@ def accelerate_device_map(
             "comparing with accelerate's device_map needs accelerate: pip install accelerate"
         ) from err
     _check_mode(mode)
+    _check_module_type(module, "accelerate_device_map", optional=False)
+    check_cluster(cluster)
     blocks = no_split_module_classes(module) if no_split is None else list(no_split)
     memory = _max_memory(cluster)
     with quietly("accelerate"):
@@ -1005,10 +1023,13 @@ def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -
         dict[str, Any] | None: the map, or None where ``module`` holds no transformers model.
 
     Raises:
-        InvalidArgument: an unknown ``mode``.
+        InvalidArgument: an unknown ``mode``, or ``module`` no module or ``cluster`` no
+            :class:`~gnplace.cluster.Cluster` (a str was an AttributeError).
         MissingDependency: without transformers 5 (``pip install transformers``).
     """
     _check_mode(mode)
+    _check_module_type(module, "transformers_device_map", optional=False)
+    check_cluster(cluster)
     try:
         from transformers import PreTrainedModel
         from transformers.integrations.accelerate import _get_device_map  # what from_pretrained calls

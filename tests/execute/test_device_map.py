@@ -18,7 +18,9 @@ from gnplace.execute.device_map import (
     from_device_map,
     module_paths,
     no_split_module_classes,
+    require_parameters,
     to_device_map,
+    transformers_device_map,
 )
 from gnplace.importers.torch import from_module
 from gnplace.placement import Placement
@@ -221,6 +223,30 @@ def test_a_module_the_forward_never_calls_does_not_make_the_model_whole():
     wanted = {"a": 0, "b": 1, "unused": 0}
     assert cross_device_reads(graph, cluster, wanted) == []
     assert to_device_map(graph, from_device_map(graph, cluster, wanted)) == wanted
+
+
+def test_the_public_helpers_refuse_what_is_no_module_cluster_or_graph_in_one_line():
+    """Each was an AttributeError or TypeError from deep inside (a preset's name for the cluster, a str module)."""
+    graph = _graph(_net())
+    cluster = load_cluster("k80x2")
+    with pytest.raises(InvalidArgument, match=r"^no_split_module_classes's module must be a torch\.nn\.Module"):
+        no_split_module_classes("x")
+    with pytest.raises(InvalidArgument, match="graph must be an OpGraph"):
+        module_paths(None)
+    with pytest.raises(InvalidArgument, match="graph must be an OpGraph"):
+        require_parameters(None)
+    with pytest.raises(InvalidArgument, match=r"^device_map root must be a submodule path .*, got 3$"):
+        require_parameters(graph, 3)
+    pytest.importorskip("accelerate")
+    with pytest.raises(InvalidArgument, match=r"^accelerate_device_map's module must be a torch\.nn\.Module, got 'x'$"):
+        accelerate_device_map("x", cluster)
+    with pytest.raises(InvalidArgument, match="cluster must be a Cluster"):
+        accelerate_device_map(_net(), "k80x2")
+    pytest.importorskip("transformers")
+    with pytest.raises(InvalidArgument, match=r"^transformers_device_map's module must be a torch\.nn\.Module"):
+        transformers_device_map("x", cluster)
+    with pytest.raises(InvalidArgument, match="cluster must be a Cluster"):
+        transformers_device_map(_net(), "k80x2")
 
 
 def test_a_module_over_several_cpus_is_one_key():
