@@ -1092,7 +1092,8 @@ def compare_device_maps(
 
     Raises:
         InvalidArgument: if ``module`` is no module, or not the one ``graph`` was imported from (it lacks a
-            parameter of the graph, or accelerate's map of it names a module the graph does not have), or as
+            parameter of the graph, or accelerate's map of it names a module the graph does not have), if ``timer``
+            is no :class:`~gnplace.sim.timer.StepTimer`, or as
             :func:`to_device_map` and :func:`from_device_map` refuse their arguments.
     """
     from gnplace.sim.simulator import Simulator
@@ -1100,6 +1101,11 @@ def compare_device_maps(
     check_graph(graph)
     _check_module_type(module, "compare_device_maps")  # with device_map given, a str was an AttributeError
     _check_module_of(graph, module, "compare_device_maps")  # another model's maps were timed on this graph
+    from gnplace.sim.timer import StepTimer
+
+    if timer is not None and not isinstance(timer, StepTimer):  # "x" was an AttributeError ('time') after the export
+        raise InvalidArgument(f"compare_device_maps: timer must be a StepTimer (a Simulator, a real-device timer, "
+                              f"...), got {reprlib.repr(timer)}")
     timer = timer or Simulator()
     exported = to_device_map(graph, placement, cluster, module=module) if device_map is None else device_map
     found = {

@@ -206,6 +206,15 @@ def test_compare_device_maps_refuses_another_models_module_with_a_map_given():
             compare_device_maps(graph, cluster, placement, larger, device_map=device_map)
 
 
+def test_compare_device_maps_refuses_what_is_no_timer():
+    """timer="x" was an AttributeError ('str' object has no attribute 'time'), after the map was exported."""
+    graph = _graph(_net())
+    cluster = load_cluster("k80x2")
+    placement = from_device_map(graph, cluster, {"0": 0, "1": 0, "2": 1, "3": 1})
+    with pytest.raises(InvalidArgument, match=r"^compare_device_maps: timer must be a StepTimer .*, got 'x'$"):
+        compare_device_maps(graph, cluster, placement, timer="x")
+
+
 def test_a_module_the_forward_never_calls_does_not_make_the_model_whole():
     """An unused Linear's parameters (no gradient) were taken as read by every op of the root's call, its update
     nodes' group: on another device than the output, the root's ``sum`` read two devices and the map went whole."""
