@@ -443,3 +443,17 @@ def test_the_unit_examples_are_what_the_cli_prints():
     assert [e for e in examples if printed(e) != e] == []
     assert [e for e in _unit_examples("the largest unit that keeps it at least 1 (`231.7 ms`, `512 KiB`).")
             if printed(e) != e] == ["231.7 ms", "512 KiB"]
+
+
+def test_outputs_md_names_the_commands_with_json_as_the_parser_has_them():
+    """docs/outputs.md said pretrain prints JSON with --json "like every other command"; evaluate and generate take
+    no --json."""
+    from gnplace.cli import build_parser
+
+    text = " ".join((ROOT / "docs" / "outputs.md").read_text().split())
+    said = re.search(r"with `--json` as JSON alone on stdout, as (.*?) do; (.*?) have no `--json`", text)
+    assert said is not None
+    has, lacks = (set(re.findall(r"`(\w+)`", part)) for part in said.groups())
+    commands = next(a for a in build_parser()._actions if a.choices and "place" in a.choices).choices
+    takes = {name for name, sub in commands.items() if any("--json" in a.option_strings for a in sub._actions)}
+    assert has | {"pretrain"} == takes and not lacks & takes and has | lacks | {"pretrain"} == set(commands)
