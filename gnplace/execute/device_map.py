@@ -155,7 +155,8 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
         root (str, optional): the submodule a map's keys would be relative to (see :func:`to_device_map`).
 
     Raises:
-        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
+        InvalidArgument: if the graph has no parameters (not imported from a PyTorch module or from an ONNX file
+            with its weights), or
             ``root`` holds none of them, or some state lies outside ``root`` (a map of ``root`` could not place
             it). Which keys a map has does not depend on the placement, so this refuses before any placer runs;
             if ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``root`` no ``str`` (3 was a TypeError).
@@ -167,7 +168,8 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
     params = list(_updated_parameters(graph).values())
     if not params:
         raise InvalidArgument(
-            f"graph {graph.name!r} has no parameters: a device_map needs a model imported from PyTorch"
+            f"graph {graph.name!r} has no parameters: a device_map needs a model whose weights the graph holds "
+            "(imported from PyTorch, or from an ONNX file with its initializers)"
         )
     if root and not any(p.startswith(root + ".") for p in params):
         tops = sorted({p.split(".")[0] for p in params})
@@ -210,7 +212,8 @@ def to_device_map(
     step keeps it within memory; where none does, the least over, and a warning names the devices over memory.
 
     Raises:
-        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
+        InvalidArgument: if the graph has no parameters (not imported from a PyTorch module or from an ONNX file
+            with its weights), or
             ``root`` is given and holds none of them, or some state lies outside ``root``; if ``graph`` is no
             :class:`~gnplace.graph.OpGraph`, ``cluster`` no :class:`~gnplace.cluster.Cluster`, ``root`` no
             ``str`` or ``module`` no module, or a module lacking a parameter of the graph (another model's).

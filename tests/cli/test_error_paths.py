@@ -75,7 +75,9 @@ def test_place_device_map_of_a_graph_without_parameters_keeps_the_output_file(tm
     """The graph is refused before anything is placed or written: the earlier ``-o`` file stays."""
     code = main(["place", graph, "-c", "k80x2", "-p", "single", "-o", str(kept), "--device-map",
                  str(tmp_path / "dm.json")])
-    assert "has no parameters" in one_error(capsys, code)
+    assert "has no parameters: a device_map needs a model whose weights the graph holds (imported from PyTorch, or " \
+           "from an ONNX file with its initializers)" in one_error(capsys, code)  # said "from PyTorch" alone, though
+    # an ONNX file's weights export
     assert kept.read_bytes() == KEPT and not (tmp_path / "dm.json").exists()
 
 
