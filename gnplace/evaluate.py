@@ -57,6 +57,7 @@ from gnplace.workers import check_main_guarded
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "value_identity", "default_files_identity", "task_key", "run_task",
     "place_task", "evaluate", "cluster_slot", "kept_placement", "placers_in_options", "is_learned", "unplaced",
+    "rows_made_by",
 ]
 
 
@@ -897,6 +898,17 @@ def _added_placers_for_workers() -> dict[str, type | str]:
                 "define it at a module's top level, or register it as 'module:Class', or run with jobs=1"
             ) from err
     return added
+
+
+def rows_made_by(tasks: Sequence[Task], rows: Sequence[Row]) -> list[Row]:
+    """The rows of ``rows`` that ``tasks`` made (a results file keeps earlier runs' rows too), in their order.
+
+    Told by key, graph file and cluster: a copy of a graph file at another path has the same key, and the rows an
+    earlier run saved of it were counted as this run's ("2 of 2 runs failed" where one had).
+    """
+    made = {(task_key(t), os.path.realpath(t.graph_path), cluster_slot(t.cluster)) for t in tasks}
+    return [r for r in rows
+            if (r.key, os.path.realpath(r.graph_path), cluster_slot(r.cluster_spec or r.cluster)) in made]
 
 
 def unplaced(rows: Sequence[Row]) -> list[tuple[Row, str | None]]:

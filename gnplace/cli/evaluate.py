@@ -33,7 +33,7 @@ from gnplace.evaluate import (
     cluster_slot,
     evaluate,
     kept_placement,
-    task_key,
+    rows_made_by,
     unplaced,
 )
 from gnplace.evaluate_summary import summarise, write_markdown
@@ -153,10 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
         rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep,
                         progress=lambda r: bar.advance(f"{r.graph} {r.cluster} {r.placer}"))
-    # this run's rows: by key and graph file, cluster (a copy of a graph file elsewhere has the same key, and the rows
-    # an earlier run saved of it were counted as this run's: "2 of 2 runs failed" where one had, exit 1 where none)
-    mine = {(task_key(t), *_slot_of(t.graph_path, t.cluster)) for t in tasks}
-    current = [r for r in rows if (r.key, *_slot_of(r.graph_path, r.cluster_spec or r.cluster)) in mine]
+    current = rows_made_by(tasks, rows)  # by key, graph file and cluster: a copy of a graph file has the same key
     failed = [r for r in current if r.error]
     summary = summarise(rows)
     with writing(Path(args.out) / "results.md"):

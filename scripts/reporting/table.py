@@ -11,11 +11,14 @@ from reporting.config import Config
 
 
 def rows_of(tasks: list[Any], rows: list[Any]) -> list[Any]:
-    """The rows of ``gnplace.evaluate`` that ``tasks`` made (the folder also keeps earlier runs' other rows)."""
-    from gnplace.evaluate import task_key
+    """The rows of ``gnplace.evaluate`` that ``tasks`` made (the folder also keeps earlier runs' other rows).
 
-    keys = {task_key(t) for t in tasks}
-    return [r for r in rows if r.key in keys]
+    By key, graph file and cluster (:func:`gnplace.evaluate.rows_made_by`): by key alone, the rows saved of a copy
+    of a graph file at another path counted as these tasks'.
+    """
+    from gnplace.evaluate import rows_made_by
+
+    return rows_made_by(tasks, rows)
 
 
 def table_placements(tasks: list[Any], folder: Path, jobs: int, label: str = "section 1") -> list[Any]:

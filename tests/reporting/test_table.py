@@ -36,3 +36,23 @@ def test_section_one_prints_each_placement_and_what_an_earlier_run_saved(tmp_pat
     rows = table.table_placements([*tasks, Task(graph, "k80x2", "m_etf")], tmp_path, 1)
     out = capsys.readouterr().out
     assert len(rows) == 3 and "section 1: 2 saved, 1 to run" in out and "section 1 1/1: mlp1x8w6144b256|k80x2|m_etf" in out
+
+
+def test_section_one_leaves_out_the_rows_of_a_copy_of_a_graph_file(tmp_path, load_script):
+    """A copy of a graph file at another path has the same key: by key alone, the rows an earlier run saved of the
+    copy were this table's rows too (two rows of single for one task)."""
+    import shutil
+
+    from gnplace.evaluate import Task, evaluate
+
+    table = load_script("reporting.table")
+    graph = ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg"
+    copy = tmp_path / "copy" / graph.name
+    copy.parent.mkdir()
+    shutil.copy2(graph, copy)
+    evaluate([Task(str(copy), "k80x2", "single")], tmp_path / "out")  # the earlier run, of the copy
+    tasks = [Task(str(graph), "k80x2", "single")]
+    rows = evaluate(tasks, tmp_path / "out")
+    assert len(rows) == 2 and len({r.key for r in rows}) == 1
+    (mine,) = table.rows_of(tasks, rows)
+    assert Path(mine.graph_path) == graph.resolve()
