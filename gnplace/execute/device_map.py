@@ -869,6 +869,7 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
         raise InvalidArgument(f"device_map must be a mapping of module path to device, at least one, "
                               f"got {reprlib.repr(device_map)}")
     values = device_map_values(cluster)
+    device_map = {key: _as_accelerate_reads(value) for key, value in device_map.items()}
 
     def index(value: Any) -> int:
         return _device_index(value, cluster, values)
@@ -900,6 +901,17 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
         on_cpu[list(_updated_parameters(graph))] = False
         devices[on_cpu] = index(_main_device(device_map))
     return Placement(devices, cluster, GraphKey.of(graph))
+
+
+def _as_accelerate_reads(value: Any) -> Any:
+    """A ``device_map`` value as accelerate reads it; anything but the two cases below as it is.
+
+    A ``torch.device`` by its name, a bare ``"cuda"`` as ``"cuda:0"`` (the current device, unless a process set
+    another). Both were "no device of" the cluster here, though ``dispatch_model`` takes them.
+    """
+    if type(value).__name__ == "device" and type(value).__module__ == "torch":  # no torch import for the check
+        value = str(value)
+    return "cuda:0" if value == "cuda" else value
 
 
 def _device_index(value: Any, cluster: Cluster, values: list[int | str]) -> int:

@@ -65,6 +65,18 @@ def test_from_device_map_refuses_keys_and_values_it_cannot_read(device_map, mess
     assert placed.devices.max() == 1
 
 
+def test_from_device_map_reads_torch_devices_and_a_bare_cuda_as_accelerate_does():
+    """torch.device("cuda:1") and "cuda", which accelerate's dispatch_model takes, were "no device of 'k80x2'"."""
+    graph = _graph(_net())
+    cluster = load_cluster("k80x2")
+    want = from_device_map(graph, cluster, {"0": 0, "1": 1, "2": 1, "3": 0})
+    for device_map in ({"0": "cuda", "1": torch.device("cuda:1"), "2": torch.device("cuda", 1), "3": 0},
+                       {"0": torch.device("cuda"), "1": "cuda:1", "2": 1, "3": "cuda:0"}):
+        assert from_device_map(graph, cluster, device_map) == want
+    with pytest.raises(InvalidArgument, match=r"value 'cuda:2' is no device of 'k80x2'"):
+        from_device_map(graph, cluster, {"": torch.device("cuda:2")})
+
+
 def test_to_and_from_device_map_refuse_arguments_of_the_wrong_kind_in_one_line():
     """Each was an AttributeError or a TypeError from inside ('node_names', 'devices', 'int' + 'str', 'modules')."""
     graph = _graph(_net())
