@@ -199,6 +199,9 @@ def run(args: argparse.Namespace) -> int:
         for name, seconds in compared.items():
             over = "  OUT OF MEMORY" if name == "device_map" and map_oom else ""
             print(f"    {name:<{width}} {format_seconds(seconds)}{over}")
+        if module is None and len(device_map) > 1:  # t5_small.gnpg split T5Block into its layers without a word
+            print("  from a graph file, which keeps no module: a block the model keeps on one device "
+                  "(its _no_split_modules) may be split; place MODULE:FACTORY to keep such blocks whole")
         wrapper = _single_top_module(device_map) if not args.device_map_root else None
         if wrapper:
             print(f"  every key is under {wrapper!r}: --device-map-root {wrapper} writes them relative to it, "

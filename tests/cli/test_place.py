@@ -781,3 +781,15 @@ def test_a_device_of_one_op_is_counted_in_the_singular(tmp_path, capsys):
     path = save_graph(chain_graph(1), tmp_path / "one.gnpg")
     assert main(["place", str(path), "-c", "k80x2", "-p", "single"]) == 0
     assert "  gpu0 1 op / 3.81 MiB, gpu1 0 ops / 0 B" in capsys.readouterr().out.splitlines()
+
+
+def test_a_device_map_of_a_graph_file_says_the_blocks_a_model_keeps_whole_may_be_split(tmp_path, capsys):
+    """A graph file keeps no module and so no _no_split_modules: t5_small.gnpg's map split T5Block into its layers
+    without a word. A MODULE:FACTORY's map, which reads them, says nothing of it."""
+    graph = str(ROOT / "datasets" / "real" / "t5_small.gnpg")
+    assert main(["place", graph, "-c", "k80x2", "-p", "m_etf", "--device-map", str(tmp_path / "a.json")]) == 0
+    assert "from a graph file, which keeps no module: a block the model keeps on one device (its " \
+           "_no_split_modules) may be split; place MODULE:FACTORY" in capsys.readouterr().out
+    assert main(["place", "gnplace.execute.examples:branchy", "-c", "k80x4", "-p", "auto", "--device-map",
+                 str(tmp_path / "b.json")]) == 0
+    assert "from a graph file" not in capsys.readouterr().out
