@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster, load_cluster
+from gnplace.evaluate_summary import spent_budget
 from gnplace.exceptions import (
     ExecutionFailed,
     GnplaceError,
@@ -426,7 +427,7 @@ def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
         single_s=single_s, single_oom=single_oom, learned=is_learned(task),
         # a placer that spends none was given none (its key leaves it out): heft run beside annealing --budget 20 had
         # a row of budget 20, and kept it when run again with none
-        budget=task.budget if "budget" in PLACERS.info(task.placer).accepts else None, mode=task.mode,
+        budget=spent_budget(task.placer, task.budget), mode=task.mode,
         options=json.dumps(task.options_dict, sort_keys=True), cluster_spec=cluster_slot(task.cluster), key=key,
     )
     try:
@@ -534,8 +535,8 @@ def _read_rows(path: Path) -> list[Row]:
                 continue
             # an empty cell is no options, for the row's task() and the summary as for its key (they failed on it)
             values["options"] = values["options"] or "{}"
-            if values["placer"] in PLACERS and "budget" not in PLACERS.info(values["placer"]).accepts:
-                values["budget"] = None  # a run before 2026-12-07 wrote --budget in the rows of placers spending none
+            # a run before 2026-12-07 wrote --budget in the rows of placers spending none
+            values["budget"] = spent_budget(values["placer"], values["budget"])
             try:  # within the limits: a field nested 100,000 deep was json's RecursionError, a traceback
                 options = parse_json(values["options"], InvalidArgument, "options")
             except InvalidArgument:

@@ -24,18 +24,25 @@ from gnplace.sim.timer import geomean, relative_step
 if TYPE_CHECKING:
     from gnplace.evaluate import Row
 
-__all__ = ["summarise", "write_markdown", "summary_budget", "summary_label", "option_labels"]
+__all__ = ["summarise", "write_markdown", "spent_budget", "summary_budget", "summary_label", "option_labels"]
+
+
+def spent_budget(placer: str, budget: Any) -> Any:
+    """``budget`` where ``placer`` takes one (or is not registered here), else None: the budget its row keeps.
+
+    ``heft`` run beside ``annealing`` with ``--budget 200`` is given 200 and spends none: that one is not its own, and
+    its row's key does not hold it (:func:`gnplace.evaluate.task_key`).
+    """
+    return None if placer in PLACERS and "budget" not in PLACERS.info(placer).accepts else budget
 
 
 def summary_budget(row: Row) -> int | None:
     """The budget ``row`` is summarised under: the one its placer was given, None where it takes none or got none.
 
-    A row records its task's budget even for a placer that spends none (``heft`` run beside ``annealing`` with
-    ``--budget 200``): that one is not its own, and its row's key does not hold it (:func:`gnplace.evaluate.task_key`).
+    Rows made in code may still hold a budget their placer does not spend (:func:`spent_budget`).
     """
-    if row.budget is None or (row.placer in PLACERS and "budget" not in PLACERS.info(row.placer).accepts):
-        return None
-    return row.budget
+    budget: int | None = spent_budget(row.placer, row.budget)
+    return budget
 
 
 def summary_label(placer: str, budget: int | None, options: str = "") -> str:

@@ -103,13 +103,11 @@ def _check_counts(args: argparse.Namespace) -> None:
                    "placements"}  # fidelity --placements 0 calibrated for minutes, then said no placement splits the step
     minimum = {"ft_samples": 2}  # PPO's advantage needs two placements a batch: 1 was "FineTunePlacer: need samples
     # >= 2", naming no flag
-    maximum = {"devices": MAX_DEVICES}  # sim --devices 100000: a traceback from numpy's 75 GiB link matrix
-    maximum["batch"] = MAX_DRAWN  # sim --batch 10**8: numpy's 74.5 GiB traceback (placements x ops)
-    # sim --ops 10**11: numpy's 745 GiB traceback; scale --ops 10**8: "knob 'layers' must be at most 10,000", after
-    # the graphs of the --ops before it were placed
-    if "ops" in vars(args) or "nodes" in vars(args):
+    # sim --devices 100000: a traceback from numpy's 75 GiB link matrix; sim --batch 10**8: numpy's 74.5 GiB one
+    # (placements x ops); sim --ops 10**11 (ppo-speed --nodes): numpy's 745 GiB one
+    maximum = {"devices": MAX_DEVICES, "batch": MAX_DRAWN, "nodes": MAX_NODES}
+    if "ops" in vars(args):  # scale --ops 10**8: "knob 'layers' must be at most 10,000", once the --ops before it ran
         maximum["ops"] = large_graph_max_ops() if args.bench in LARGE_GRAPH_BENCHMARKS else MAX_NODES
-        maximum["nodes"] = MAX_NODES
     for name, value in sorted(vars(args).items()):
         values = value if isinstance(value, list) else [value]
         for v in values:

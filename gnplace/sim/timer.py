@@ -309,10 +309,11 @@ class StepTimer(ABC):
 
 def _checking(method: Any, check: Any) -> Any:
     """``method`` with ``check(timer, result)`` applied to what it returns."""
+    signature = inspect.signature(method)  # once, not at every step timed
 
     @functools.wraps(method)
     def checked(self: StepTimer, *args: Any, **kwargs: Any) -> Any:
-        called = inspect.signature(method).bind(self, *args, **kwargs).arguments  # the arguments by their names
+        called = signature.bind(self, *args, **kwargs).arguments  # the arguments by their names
         return check(self, method(self, *args, **kwargs), *(called.get(name) for name in ("cluster", "placements")))
 
     checked._gnplace_checked = True  # type: ignore[attr-defined]

@@ -31,10 +31,9 @@ from .common import (
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
     from gnplace.evaluate import Task, cluster_slot, evaluate, task_key
-    from gnplace.evaluate_summary import summary_budget
+    from gnplace.evaluate_summary import spent_budget, summary_budget
     from gnplace.graph_files import collect_graphs
     from gnplace.placers import make_placer
-    from gnplace.placers.registry import PLACERS
 
     check_output_folder(args.out)
     check_families(args.families)
@@ -69,7 +68,7 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     # each placer's options as rows keep them (files by their real paths: -O ppo.checkpoint=my.ckpt)
     asked = {p: Task.with_options("", "", p, options.get(p)).options_dict for p in args.placers}
     # the budget each placer's rows record: none for one that spends none (auto, heft), whatever --budget was
-    given = {p: args.budget if "budget" in PLACERS.info(p).accepts else None for p in args.placers}
+    given = {p: spent_budget(p, args.budget) for p in args.placers}
 
     wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
     # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
