@@ -167,10 +167,10 @@ def run(args: argparse.Namespace) -> int:
         root = args.device_map_root  # the map as written, its keys as full paths again
         exported = {(f"{root}.{key}" if key else root) if root else key: value for key, value in device_map.items()}
         try:
-            compared = compare_device_maps(graph, cluster, placement, module, sim, exported)
+            compared = compare_device_maps(graph, cluster, placement, module, sim, exported, root)
         except MissingDependency:
-            compared = compare_device_maps(graph, cluster, placement, None, sim, exported)
-        map_oom = sim.time(graph, cluster, from_device_map(graph, cluster, exported)).is_oom
+            compared = compare_device_maps(graph, cluster, placement, None, sim, exported, root)
+        map_oom = sim.time(graph, cluster, from_device_map(graph, cluster, exported, root)).is_oom
     if args.json:
         extra = {"device_map": args.device_map, "device_map_step_s": compared, "device_map_oom": map_oom} \
             if args.device_map else {}

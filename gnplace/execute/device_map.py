@@ -210,6 +210,8 @@ def to_device_map(
     keeps its map. Where the map so made runs a device out of memory (its simulated step's peak bytes over the
     device's ``memory``), the modules are moved again, each to the first device, in that order, where the
     step keeps it within memory; where none does, the least over, and a warning names the devices over memory.
+    The root's own state (nmt's ``projection``) is written on accelerate's main device, the map's first GPU,
+    where ``dispatch_model``'s hook of the root moves it whatever its key says (:func:`from_device_map`).
 
     Raises:
         InvalidArgument: if the graph has no parameters (not imported from a PyTorch module or from an ONNX file
@@ -234,9 +236,7 @@ def to_device_map(
         {'0': 0, '1': 0, '2': 1}
     """
     check_graph(graph)  # None was an AttributeError ('node_names')
-    if not isinstance(root, str):  # 3 was a TypeError ('int' + 'str'), None a message about an empty device_map
-        raise InvalidArgument(f"to_device_map's root must be a submodule path (a str, '' for the module itself), "
-                              f"got {reprlib.repr(root)}")
+    _check_root(root, "to_device_map")
     _check_module_type(module, "to_device_map")
     cluster = cluster or getattr(placement, "cluster", None)
     if cluster is None:
@@ -263,13 +263,22 @@ def to_device_map(
             whole, peaks = roomy, roomy_peaks
         if _overflow(peaks, cluster) > 0:
             _warn_over_memory(graph, cluster, placed, peaks)
-    chosen = _walked(whole, device_map_values(cluster), root)
+    values = device_map_values(cluster)
+    main = values.index(_main_device(_walked(whole, values, root)))  # the root's own state: where its hook moves it
+    chosen = _walked({key: main if key.rpartition(".")[0] == root else device for key, device in whole.items()},
+                     values, root)
     first = _first_nodes(graph)
     ordered = sorted(chosen.items(), key=lambda kv: (first.get(kv[0], graph.num_ops), kv[0]))
     written = dict(ordered) if not root else \
         {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
     _warn_offloaded(graph, cluster, written)  # the keys as written: with root, 'model.transformer.h' was named
     return written
+
+
+def _check_root(root: Any, caller: str) -> None:
+    if not isinstance(root, str):  # 3 was a TypeError ('int' + 'str'), None a message about an empty device_map
+        raise InvalidArgument(f"{caller}'s root must be a submodule path (a str, '' for the module itself), "
+                              f"got {reprlib.repr(root)}")
 
 
 def _check_module_type(module: Any, caller: str, optional: bool = True) -> None:
@@ -407,7 +416,7 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     Returns:
         list[int]: the node indices, in order (none for a map accelerate runs as the placement does).
     """
-    placed = from_device_map(graph, cluster, device_map)
+    placed = from_device_map(graph, cluster, device_map, root)
     values = device_map_values(cluster)
     main = _main_device(device_map)
     # a user input is where the unhooked op reading it needs it (None: any), but the root's own ops read it on
@@ -697,7 +706,8 @@ def _map_peaks(graph: OpGraph, cluster: Cluster, per_key: dict[str, int], root: 
     from gnplace.sim.simulator import simulate
 
     device_map = _walked(per_key, device_map_values(cluster), root)
-    return np.asarray(simulate(graph, cluster, from_device_map(graph, cluster, device_map)).peak_memory, dtype=float)
+    return np.asarray(simulate(graph, cluster, from_device_map(graph, cluster, device_map, root)).peak_memory,
+                      dtype=float)
 
 
 def _overflow(peaks: np.ndarray, cluster: Cluster) -> float:
@@ -843,7 +853,7 @@ def _without_stateless_modules(device_map: Mapping[str, Any], module: Any, graph
     return {key: value for key, value in device_map.items() if key in known or not stateless(key)}
 
 
-def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, Any]) -> Placement:
+def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, Any], root: str = "") -> Placement:
     """The placement a ``device_map`` gives ``graph``: each node where the longest key prefixing its module says.
 
     Nodes of no mapped module (inputs, the loss) run where their first producer runs, or, with
@@ -858,13 +868,20 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
     lost), so the CPU's update, which runs beside the GPU's work, is the approximation's own: a map that
     offloads may be scored a little faster than one keeping it all on the GPU.
 
+    The parameters of the dispatched model's root itself (``root``, a module path of ``graph``; its keys are full
+    paths all the same) are updated on accelerate's main device whatever their keys say: ``dispatch_model`` hooks
+    the root there and its hook moves the root's own tensors to that device (nmt's ``projection``, an
+    ``nn.Parameter`` of the model itself; a key ``"projection": 3`` beside a main device 0 leaves it on 0).
+
     Raises:
         InvalidArgument: if ``device_map`` is no mapping or an empty one, a value names no device of
             ``cluster`` (``True`` and ``1.0`` were read as GPU 1, ``"cuda:x"`` was a ValueError), or a key
             names no module of ``graph`` (a typo, or a path missing the wrapper's prefix, was ignored); if
-            ``graph`` is no :class:`~gnplace.graph.OpGraph` or ``cluster`` no :class:`~gnplace.cluster.Cluster`.
+            ``graph`` is no :class:`~gnplace.graph.OpGraph`, ``cluster`` no :class:`~gnplace.cluster.Cluster` or
+            ``root`` no ``str``.
     """
     check_graph_and_cluster(graph, cluster)  # None was an AttributeError ('node_names', 'devices')
+    _check_root(root, "from_device_map")
     if not isinstance(device_map, Mapping) or not device_map:
         raise InvalidArgument(f"device_map must be a mapping of module path to device, at least one, "
                               f"got {reprlib.repr(device_map)}")
@@ -900,6 +917,10 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
         on_cpu = np.array([value == "cpu" for value in values], dtype=bool)[devices]
         on_cpu[list(_updated_parameters(graph))] = False
         devices[on_cpu] = index(_main_device(device_map))
+    main = index(_main_device(device_map))  # the root's own parameters: where its hook moves them (the docstring)
+    for update, name in _updated_parameters(graph).items():
+        if name.rpartition(".")[0] == root:
+            devices[update] = main
     return Placement(devices, cluster, GraphKey.of(graph))
 
 
@@ -1084,13 +1105,13 @@ def _device_map_arguments(function: Any, model: Any, mode: str, memory: dict[int
 
 def compare_device_maps(
     graph: OpGraph, cluster: Cluster, placement: Any, module: Any = None, timer: Any = None,
-    device_map: Mapping[str, Any] | None = None,
+    device_map: Mapping[str, Any] | None = None, root: str = "",
 ) -> dict[str, float]:
     """Simulated step seconds of ``placement``, of its ``device_map``, and of accelerate's maps (given ``module``).
 
     ``device_map`` is the map as exported, its keys full module paths of ``graph`` (default:
-    ``to_device_map(graph, placement, cluster, module=module)``); its step is that of the placement
-    :func:`from_device_map` reads from it.
+    ``to_device_map(graph, placement, cluster, root=root, module=module)``); its step is that of the placement
+    :func:`from_device_map` reads from it, dispatched on the submodule ``root`` (accelerate's maps: on ``module``).
 
     Returns:
         dict[str, float]: ``"placement"``, ``"device_map"`` (the placement at module granularity, what
@@ -1114,6 +1135,7 @@ def compare_device_maps(
     from gnplace.sim.simulator import Simulator
 
     check_graph(graph)
+    _check_root(root, "compare_device_maps")
     _check_module_type(module, "compare_device_maps")  # with device_map given, a str was an AttributeError
     _check_module_of(graph, module, "compare_device_maps")  # another model's maps were timed on this graph
     from gnplace.sim.timer import StepTimer
@@ -1122,10 +1144,12 @@ def compare_device_maps(
         raise InvalidArgument(f"compare_device_maps: timer must be a StepTimer (a Simulator, a real-device timer, "
                               f"...), got {reprlib.repr(timer)}")
     timer = timer or Simulator()
-    exported = to_device_map(graph, placement, cluster, module=module) if device_map is None else device_map
+    if device_map is None:  # to_device_map's keys are relative to root: full paths again
+        written = to_device_map(graph, placement, cluster, root=root, module=module)
+        device_map = {(f"{root}.{key}" if key else root) if root else key: value for key, value in written.items()}
     found = {
         "placement": timer.time(graph, cluster, placement).step_time,
-        "device_map": timer.time(graph, cluster, from_device_map(graph, cluster, exported)).step_time,
+        "device_map": timer.time(graph, cluster, from_device_map(graph, cluster, device_map, root)).step_time,
     }
     if module is not None:
         maps: dict[str, dict[str, Any] | None] = {}

@@ -122,14 +122,16 @@ class HasAnUpdateModule(torch.nn.Module):
 
 def test_a_module_named_update_is_no_parameter():
     """Its forward op update/addmm was read as a parameter 'addmm': a key of the map and a vote that sent the root's
-    own 'scale' to device 0 while its update ran on 1; from_device_map ran update/addmm where 'addmm' said."""
+    own 'scale' to device 0 while its update ran on 1; from_device_map ran update/addmm where 'addmm' said. (The root's
+    own 'scale' is on the main device, 0, where accelerate's root hook moves it, in the map and its simulation alike.)"""
     torch.manual_seed(0)
     graph = from_module(HasAnUpdateModule(), (torch.randn(4, 8),))
     cluster = load_cluster("k80x2")
     names = graph.node_names
     devices = np.array([1 if n in ("update/scale", "out/addmm") or n.startswith("update/out.") else 0 for n in names])
     exported = to_device_map(graph, Placement(devices, cluster))
-    assert "addmm" not in exported and exported["scale"] == 1
+    assert "addmm" not in exported and exported["scale"] == 0
+    assert from_device_map(graph, cluster, exported).devices[names.index("update/scale")] == 0
     placed = from_device_map(graph, cluster, {"out": 0, "update": 1, "scale": 0})
     assert placed.devices[names.index("update/addmm")] == 1
 
@@ -1245,6 +1247,42 @@ def test_a_root_op_reading_two_devices_joins_what_it_reads_on_the_main_device_no
     assert _ops_reading_two_devices(_Projected(), device_map, torch.randn(4, 16), tmp_path) == []
 
 
+class _Wrapped(torch.nn.Module):
+    """A wrapper holding :class:`_Projected` as ``model``, as a transformers model comes wrapped."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = _Projected()
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def test_the_roots_own_parameters_are_updated_and_written_on_accelerates_main_device():
+    """dispatch_model's hook of the root moves the root's own tensors to the main device (GPU 0 here), whatever a
+    key says: ``"projection": 1`` was simulated with its update on GPU 1 (nmt's maps of ``auto`` on k80x4 wrote
+    ``"projection": 3`` beside main device 0) and written so."""
+    graph = from_module(_Projected(), (torch.randn(4, 16),))
+    cluster = load_cluster("k80x2")
+    update = graph.node_names.index("update/projection")
+    assert from_device_map(graph, cluster, {"a": 0, "b": 1, "c": 0, "projection": 1}).devices[update] == 0
+    assert from_device_map(graph, cluster, {"a": 1, "b": 1, "c": 1, "projection": 1}).devices[update] == 1  # main
+    placement = Placement(_by_module(graph, {"a": 0, "b": 1, "c": 0, "projection": 1, "": 0}), cluster)
+    assert to_device_map(graph, placement) == {"a": 0, "b": 1, "c": 0, "projection": 0}
+    wrapped = from_module(_Wrapped(), (torch.randn(4, 16),))  # dispatched on ``model``: its own parameters count
+    update = wrapped.node_names.index("update/model.projection")
+    split = {"model.a": 0, "model.b": 1, "model.c": 0, "model.projection": 1}
+    assert from_device_map(wrapped, cluster, split, root="model").devices[update] == 0
+    assert from_device_map(wrapped, cluster, split).devices[update] == 1  # the wrapper's own: none
+    devices = [int(path.startswith("model.b") or path == "model.projection") for path in module_paths(wrapped)]
+    assert to_device_map(wrapped, Placement(devices, cluster), root="model") == {"a": 0, "b": 1, "c": 0,
+                                                                                  "projection": 0}
+    with pytest.raises(InvalidArgument, match="from_device_map's root must be a submodule path"):
+        from_device_map(graph, cluster, {"": 0}, root=None)
+    with pytest.raises(InvalidArgument, match="compare_device_maps's root must be a submodule path"):
+        compare_device_maps(graph, cluster, placement, root=3)
+
+
 def test_a_root_op_reading_a_childs_weight_joins_that_child_with_the_one_whose_output_it_reads(tmp_path):
     """The tied head reads ``c``'s output (GPU 1) and ``a.weight`` (GPU 0): ``c`` joins ``a`` (their bytes tie:
     the lower GPU), ``b`` keeps GPU 1."""
@@ -1284,11 +1322,16 @@ class _OwnState(torch.nn.Module):
 
 def test_a_modules_own_state_goes_where_its_trained_parameters_are_updated():
     """``scale`` updated on device 1, the buffers' module's ops all on device 0: the module's own state goes with its
-    trained parameter (a mutant letting the two buffers outvote it passed)."""
-    g = from_module(_OwnState(), (torch.zeros(2, 4),), loss=lambda y: y.sum())
-    assert g.meta["untrained_state"] == ["c1", "c2"]
-    devices = [1 if n == "update/scale" else 0 for n in g.node_names]
-    assert to_device_map(g, Placement(devices, load_cluster("k80x2"))) == {"a": 0, "c1": 1, "c2": 1, "scale": 1}
+    trained parameter (a mutant letting the two buffers outvote it passed). The module is a child: the root's own
+    state goes to accelerate's main device whatever its parameters' updates do."""
+    g = from_module(torch.nn.Sequential(_OwnState()), (torch.zeros(2, 4),), loss=lambda y: y.sum())
+    assert g.meta["untrained_state"] == ["0.c1", "0.c2"]
+    devices = [1 if n == "update/0.scale" else 0 for n in g.node_names]
+    assert to_device_map(g, Placement(devices, load_cluster("k80x2"))) == {"0.a": 0, "0.c1": 1, "0.c2": 1,
+                                                                           "0.scale": 1}
+    root = from_module(_OwnState(), (torch.zeros(2, 4),), loss=lambda y: y.sum())
+    devices = [1 if n == "update/scale" else 0 for n in root.node_names]
+    assert to_device_map(root, Placement(devices, load_cluster("k80x2"))) == {"": 0}
 
 
 def test_a_node_of_no_mapped_module_runs_where_its_first_producer_does():
