@@ -291,16 +291,35 @@ def _check_module_type(module: Any, caller: str, optional: bool = True) -> None:
 
 
 def _check_module_of(graph: OpGraph, module: Any, caller: str) -> None:
-    """Refuse a ``module`` lacking a parameter of ``graph``: another model's (its maps are no maps of the graph)."""
+    """Refuse a ``module`` that is not the one ``graph`` was imported from: another model's, or one grown since.
+
+    It must hold every parameter of the graph, and the graph every trained parameter of it (``requires_grad``; by
+    any of its names: a tied one is one parameter).
+    """
     if module is not None and callable(getattr(module, "named_parameters", None)):
         # another model's module was taken as it was: its _no_split_modules were kept whole, or none of the graph's
-        held = {name for name, _ in module.named_parameters(remove_duplicate=False)}
-        missing = sorted(set(_updated_parameters(graph).values()) - held)
+        names: dict[int, list[str]] = defaultdict(list)  # each parameter's names, by identity
+        trained: dict[int, bool] = {}
+        for name, parameter in module.named_parameters(remove_duplicate=False):
+            names[id(parameter)].append(name)
+            trained[id(parameter)] = bool(getattr(parameter, "requires_grad", False))
+        held = {name for found in names.values() for name in found}
+        updated = set(_updated_parameters(graph).values())
+        missing = sorted(updated - held)
+        either = "give the module the graph was imported from, or None"
         if missing:
             raise InvalidArgument(
                 f"{caller}'s module is not the one graph {graph.name!r} was imported from: {len(missing)} of "
-                f"the graph's parameters are none of its own, e.g. {missing[0]!r}; give the module the graph was "
-                "imported from, or None"
+                f"the graph's parameters are none of its own, e.g. {missing[0]!r}; {either}"
+            )
+        # one grown since the import: a no-split block only it has was merged up to the root, the model on one device
+        known = updated | set(_tied(graph))
+        extra = sorted(found[0] for key, found in names.items() if trained[key] and not known.intersection(found))
+        if extra:
+            raise InvalidArgument(
+                f"{caller}'s module is not the one graph {graph.name!r} was imported from: it holds {len(extra)} "
+                f"trained parameters the graph has none of, e.g. {extra[0]!r} (changed since the import?); import "
+                f"it again, or {either}"
             )
 
 

@@ -108,6 +108,22 @@ def test_a_module_other_than_the_graphs_is_refused_in_one_line():
     assert to_device_map(graph, placement, module=_net()) == to_device_map(graph, placement)
 
 
+def test_a_module_grown_since_the_import_is_refused_in_one_line():
+    """A module holding trained parameters the graph lacks was taken: a no-split block only it holds was merged up to
+    the root, putting the whole model on one device. Extra frozen parameters are not checked."""
+    graph = _graph(_net())
+    placement = Placement(np.zeros(graph.num_ops, dtype=np.int64), load_cluster("k80x2"))
+    grown = _net().append(torch.nn.Linear(16, 2))
+    with pytest.raises(InvalidArgument, match=r"^to_device_map's module is not the one graph '\w+' was imported from: "
+                                              r"it holds 2 trained parameters the graph has none of, e\.g\. '4\.bias' "
+                                              r"\(changed since the import\?\); import it again, or give the module"):
+        to_device_map(graph, placement, module=grown)
+    with pytest.raises(InvalidArgument, match=r"^compare_device_maps's module is not the one graph"):
+        compare_device_maps(graph, placement.cluster, placement, module=grown)
+    grown[4].requires_grad_(False)
+    assert to_device_map(graph, placement, module=grown) == to_device_map(graph, placement)
+
+
 class HasAnUpdateModule(torch.nn.Module):
     """A top-level module named ``update`` (a gate): its forward ops are ``update/addmm``, as update nodes are."""
 
