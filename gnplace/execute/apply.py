@@ -6,6 +6,10 @@ returns the loss; ``loss.backward()`` then hands each parameter the gradient the
 computed (the same loss and gradients as eager PyTorch), so any ``torch.optim`` optimizer trains it.
 Each parameter lives on the device of its update node, where the optimizer updates it.
 
+A call that computes no gradient (under ``torch.no_grad()`` or ``torch.inference_mode()``, a validation loop, or
+with nothing that requires grad) runs the step's forward and loss alone, not its backward: the same loss, buffer
+updates and random draws as eager's call, at about a forward's cost, every ``.grad`` left as it was.
+
 Inputs given to :func:`apply` with ``requires_grad`` get their gradients too (the step was recorded
 computing them), so layers before the placed module, or an attack on the input, train through it.
 
@@ -46,8 +50,8 @@ from torch.utils._pytree import tree_flatten
 from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import check_device_names, torch_devices
 from gnplace.execute.compiler import compile_step
-from gnplace.execute.program import Program
-from gnplace.execute.runner import run_step
+from gnplace.execute.program import Plan, Program
+from gnplace.execute.runner import StepOutput, run_step
 from gnplace.importers.module_state import held_tensors
 from gnplace.importers.torch import hooks_of
 from gnplace.importers.trace import autocast_state, input_leaves
@@ -62,14 +66,8 @@ class _PlacedStep(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, placed: PlacedModule, *tensors: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         names = placed.param_names
-        params = {name: t.detach() for name, t in zip(names, tensors[:len(names)])}
         inputs = list(tensors[len(names):])
-        live = placed.live_state()
-        out = run_step(placed.program, placed.plan, placed.devices, params=params, inputs=inputs,
-                       buffers={name: live[name] for name in placed.program.buffers})
-        with torch.no_grad():  # the step's running statistics, as an eager training step updates them
-            for name, value in out.buffers.items():
-                live[name].copy_(value)
+        out = _run(placed, placed.program, placed.plan, tensors[:len(names)], inputs)
         # saved, not kept on ctx: autograd frees them after backward (unless retain_graph), as it frees an eager
         # step's activations, so a loss kept past its backward (total += loss) holds no copy of the gradients
         ctx.save_for_backward(*(out.grads.get(name) for name in names),
@@ -87,6 +85,23 @@ class _PlacedStep(torch.autograd.Function):
             )
         grads = [None if g is None else g * grad_loss.to(g.device) for g in ctx.saved_tensors]
         return (None, *grads)
+
+
+def _run(placed: PlacedModule, program: Program, plan: Plan, params: Sequence[torch.Tensor],
+         inputs: list[Any]) -> StepOutput:
+    """Run ``program`` (the placed step, or its forward alone) by ``plan``; write back the buffers it updates.
+
+    ``params`` are the module's parameters, in :attr:`PlacedModule.param_names` order; ``inputs`` the inputs, each on
+    its device.
+    """
+    live = placed.live_state()
+    detached = {name: t.detach() for name, t in zip(placed.param_names, params)}
+    out = run_step(program, plan, placed.devices, params=detached, inputs=inputs,
+                   buffers={name: live[name] for name in program.buffers})
+    with torch.no_grad():  # the step's running statistics, as an eager training step updates them
+        for name, value in out.buffers.items():
+            live[name].copy_(value)
+    return out
 
 
 class PlacedModule(torch.nn.Module):
@@ -149,7 +164,8 @@ class PlacedModule(torch.nn.Module):
     def forward(self, *inputs: Any, **named: Any) -> torch.Tensor:
         """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
 
-        Under ``torch.compile`` it runs so too, uncompiled (compile the module before :func:`apply` instead).
+        Under ``torch.compile`` it runs so too, uncompiled (compile the module before :func:`apply` instead). Under
+        ``torch.no_grad()`` or ``torch.inference_mode()`` it runs the forward and loss alone (:meth:`forward_only`).
 
         An input may be given by its name in the wrapped module's ``forward`` (``placed(x, labels=y)``), where it
         is one of the example inputs (they were given by position). A parameter of ``forward`` after them given its
@@ -237,8 +253,35 @@ class PlacedModule(torch.nn.Module):
                 x = _laid_out_as(x.to(self.devices[self.plan.input_device.get(k, 0)]), recorded)
             moved.append(x)
         named = dict(self.module.named_parameters())
-        loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
+        params = [named[n] for n in self.param_names]
+        if not (torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                                for t in (*params, *moved))):
+            # no gradient can be asked of the loss (torch.no_grad, inference_mode, nothing requires grad): the
+            # forward and loss alone, as eager computes them then, not the backward too (3 times the forward's work)
+            forward = self.forward_only()
+            if forward is not None:
+                out = _run(self, *forward, params, moved)
+                assert out.loss is not None
+                return out.loss.detach().clone()
+        loss: torch.Tensor = _PlacedStep.apply(self, *params, *moved)
         return loss
+
+    def forward_only(self) -> tuple[Program, Plan] | None:
+        """The placed step's forward and loss alone and their plan, which a call that computes no gradient runs.
+
+        :meth:`Program.forward_only <gnplace.execute.program.Program.forward_only>` of :attr:`program`, worked out at
+        the first such call and kept (not saved with the module); ``None``: such a call runs the whole step.
+        """
+        if "_forward_step" not in self.__dict__:
+            self.__dict__["_forward_step"] = self.program.forward_only(self.plan)
+        made: tuple[Program, Plan] | None = self.__dict__["_forward_step"]
+        return made
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The module's state for pickling (``torch.save``), less the forward step kept (:meth:`forward_only`)."""
+        state: dict[str, Any] = super().__getstate__()
+        state.pop("_forward_step", None)
+        return state
 
     def _refuse_tensors_in_constants(self, step: Any) -> None:
         """Refuse an example input that is no tensor nor container apply follows, yet holds a tensor the step reads.

@@ -366,7 +366,7 @@ def _snapshots_after_writes_into_views(
                 target="aten.clone.default", args=(base,), kwargs={}, node=op.node, mutates=None,
                 out_shapes=[shape], out_dtypes=[dtype], out_bytes=int(np.prod(shape, dtype=np.int64)) * (
                     torch.empty(0, dtype=dtype).element_size()),
-                out_lazy=(lazy,), out_strides=(stride,),
+                out_lazy=(lazy,), out_strides=(stride,), backward=op.backward,
             ))
             latest[storage] = (Ref("op", len(out) - 1, 0), i + 0.5)
         elif whole(target):
@@ -513,6 +513,7 @@ def compile_step(step: Any) -> Program:
                            for o in op.outputs),
             out_strides=tuple(tuple(int(k) for k in o.stride()) if isinstance(o, torch.Tensor) else None
                               for o in op.outputs),
+            backward=bool(op.backward),
         ))
 
     kept_results = {Ref("op", new_index[r.index], r.output) for r in trace.results()

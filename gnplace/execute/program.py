@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -81,6 +81,9 @@ class ProgramOp:
         out_strides (tuple): per flattened output, its strides as recorded (``None`` for a non-tensor output): a
             tensor crossing ranks arrives laid out so (a transposed one transposed), where the strides are a
             permutation of a contiguous tensor's; empty for a program compiled before they were kept.
+        backward (bool): whether the op ran in the recorded backward pass (a gradient's op, a checkpointed segment's
+            recomputation); the others are the forward and the loss, which a call that computes no gradient runs
+            alone (:meth:`Program.forward_only`). :obj:`False` in a program compiled before it was kept.
         reads (tuple[Ref, ...]): every :class:`Ref` in ``args`` and ``kwargs``, in order (worked out once).
     """
 
@@ -96,6 +99,7 @@ class ProgramOp:
     writes_buffers: tuple[str, ...] = ()
     out_lazy: tuple[tuple[bool, bool], ...] = ()
     out_strides: tuple[tuple[int, ...] | None, ...] = ()
+    backward: bool = False
     reads: tuple[Ref, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -276,6 +280,49 @@ class Program:
         """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
         return [self.loss, *[g for g in (*self.grads.values(), *self.input_grads.values()) if g is not None]]
 
+    def forward_only(self, plan: Plan) -> tuple[Program, Plan] | None:
+        """The step's forward and loss alone, with their plan: what a call that computes no gradient runs.
+
+        The ops that did not run in the recorded backward (:attr:`ProgramOp.backward`), renumbered, on the devices
+        ``plan`` gives them (so each computes as in the whole step: the same loss, the same buffer updates, the same
+        random draws in the same order), the loss its only result (no gradient); what crosses devices and when each
+        copy is freed are worked out for these ops alone (:meth:`plan_on`).
+
+        Args:
+            plan (Plan): the whole step's plan (:meth:`plan`).
+
+        Returns:
+            The forward program and its plan; ``None`` where the ops left would read what only the backward makes
+            (no such step is known) or there is no backward to leave out, as in a program compiled before
+            :attr:`ProgramOp.backward` was kept: then the whole step runs.
+        """
+        kept = [i for i, op in enumerate(self.ops) if not op.backward]
+        if len(kept) == len(self.ops):
+            return None
+        index = {old: new for new, old in enumerate(kept)}
+
+        def one(ref: Ref) -> Ref:
+            return Ref("op", index[ref.index], ref.output) if ref.kind == "op" else ref
+
+        wanted = [self.loss, *(ref for i in kept for ref in self.ops[i].reads)]
+        wanted += [op.mutates for op in (self.ops[i] for i in kept) if op.mutates is not None]
+        if any(ref.kind == "op" and ref.index not in index for ref in wanted):
+            return None
+        from torch.utils._pytree import tree_map
+
+        def renumbered(value: Any) -> Any:
+            return tree_map(lambda x: one(x) if isinstance(x, Ref) else x, value)
+
+        ops = [replace(op, args=renumbered(op.args), kwargs=renumbered(op.kwargs),
+                                   mutates=one(op.mutates) if op.mutates is not None else None)
+               for op in (self.ops[i] for i in kept)]
+        forward = replace(
+            self, ops=ops, loss=one(self.loss), grads={}, input_grads={},
+            buffer_alias={one(ref): name for ref, name in self.buffer_alias.items()
+                          if ref.kind != "op" or ref.index in index},
+        )
+        return forward, forward.plan_on(plan.op_device[kept].copy(), dict(plan.param_device), dict(plan.input_device))
+
     def node_devices(self, placement: Any) -> np.ndarray:
         """``placement`` (a Placement or device index per node) as an int array ``[num_nodes]``.
 
@@ -332,6 +379,19 @@ class Program:
                         op_device[i] = placed[0]
         fallback = int(devices[0]) if devices.size else 0
         op_device[op_device < 0] = fallback
+        return self.plan_on(op_device, param_device, input_device)
+
+    def plan_on(self, op_device: np.ndarray, param_device: dict[str, int], input_device: dict[int, int]) -> Plan:
+        """The :class:`Plan` of ops, parameters and inputs already given their devices: what crosses, what is freed.
+
+        :meth:`plan` gives them their devices by the rules of the module docstring, then calls this.
+
+        Args:
+            op_device (np.ndarray): device index of every op, ``[num_ops]``.
+            param_device (dict[str, int]): device of each parameter.
+            input_device (dict[int, int]): device of each input read.
+        """
+        n = len(self.ops)
         plan = Plan(op_device, param_device, input_device)
         for name, d in param_device.items():
             plan.value_device[Ref("param", name=name)] = d

@@ -1628,3 +1628,63 @@ def test_a_gradient_left_by_an_eager_step_moves_with_its_parameter():
     _loss(reference(x)).backward()  # accumulated over the two steps, as eager accumulates
     for ours, theirs in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(ours.grad.cpu(), theirs.grad)
+
+
+def test_a_call_that_computes_no_gradient_runs_the_forward_alone_as_eager_computes_it(monkeypatch):
+    """A call under torch.no_grad or inference_mode (a validation loop) ran the whole step, backward included: 39
+    ops where its forward and loss are 16. It runs those alone now, with eager's loss, batch norm statistics and
+    dropout draws, leaves every .grad as it was, and the training calls around it stay eager's."""
+    import io
+
+    import gnplace.execute.runner as runner
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                              torch.nn.Linear(6, 1))
+    reference = copy.deepcopy(net)
+    x = torch.randn(10, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    ran = []
+    call_op = runner.call_op
+    monkeypatch.setattr(runner, "call_op", lambda op, *args: ran.append(op.target) or call_op(op, *args))
+    ours, theirs = torch.optim.SGD(net.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
+    forward = sum(not op.backward for op in placed.program.ops)
+    for k, mode in enumerate(["no_grad", "train", "no_grad", "inference", "train", "no_grad", "train"]):
+        batch = torch.randn(10, 5)
+        grads = [p.grad for p in net.parameters()]
+        ran.clear()
+        with torch.no_grad() if mode == "no_grad" else torch.inference_mode(mode == "inference"):
+            torch.manual_seed(100 + k)  # the dropout draws the same masks
+            loss = placed(batch)
+            torch.manual_seed(100 + k)
+            want = _loss(reference(batch))
+        torch.testing.assert_close(loss.detach(), want.detach())
+        for (name, value), expected in zip(net.named_buffers(), reference.buffers()):
+            torch.testing.assert_close(value, expected, msg=name)
+        if mode == "train":
+            assert len(ran) == len(placed.program.ops) > forward
+            ours.zero_grad()
+            loss.backward()
+            ours.step()
+            theirs.zero_grad()
+            want.backward()
+            theirs.step()
+            _assert_same_grads(net, reference)
+        else:
+            assert not loss.requires_grad and len(ran) == forward == 16
+            assert all(p.grad is g for p, g in zip(net.parameters(), grads))  # None, then the last step's, untouched
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b)
+    buffer = io.BytesIO()
+    torch.save(placed, buffer)  # the forward program is not saved: it is made again at the first such call
+    assert "_forward_step" in placed.__dict__
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert "_forward_step" not in loaded.__dict__
+    with torch.no_grad():
+        torch.manual_seed(0)
+        again = loaded(x)
+        torch.manual_seed(0)
+        torch.testing.assert_close(again, placed(x))

@@ -290,3 +290,32 @@ def test_an_output_made_with_gaps_is_counted_by_the_span_of_its_storage():
     made = next(i for i, op in enumerate(program.ops) if op.target == "aten.empty_strided.default")
     assert program.value_bytes(Ref("op", made, 0)) == 128 and program.made_bytes(Ref("op", made, 0)) == 240
     _check_static_peaks(step, 0, 3, np.testing.assert_array_equal)
+
+
+def test_the_forward_alone_runs_on_the_steps_devices_and_gives_its_loss_and_buffer_updates():
+    """A call under no_grad ran the whole step, backward included: the forward program is the ops that did not run
+    in the backward (15 of 47), on the devices the step's plan gives them."""
+    torch.manual_seed(0)
+    step = import_step(Net(), (torch.randn(16, 8),))
+    program = compile_step(step)
+    devices = [torch.device("cpu")] * 3
+    for seed in range(3):
+        plan = program.plan(np.random.default_rng(seed).integers(0, 3, step.graph.num_ops))
+        forward, forward_plan = program.forward_only(plan)
+        kept = [i for i, op in enumerate(program.ops) if not op.backward]
+        assert 0 < len(forward.ops) == len(kept) < len(program.ops) / 2
+        assert not any(op.backward for op in forward.ops) and forward.results() == [forward.loss]
+        assert forward_plan.op_device.tolist() == plan.op_device[kept].tolist()
+        assert not forward_plan.grad_moves and forward.grads == {} and forward.input_grads == {}
+        whole, alone = run_step(program, plan, devices), run_step(forward, forward_plan, devices)
+        assert torch.equal(alone.loss, whole.loss) and alone.grads == {}
+        assert alone.buffers.keys() == whole.buffers.keys() == {"bn.running_mean", "bn.running_var",
+                                                                "bn.num_batches_tracked"}
+        for name, value in whole.buffers.items():
+            assert torch.equal(alone.buffers[name], value)
+        np.testing.assert_array_equal(forward.peak_bytes(forward_plan, 3), alone.peak_bytes)
+    # a program compiled before the ops' phase was kept has no backward to leave out: the whole step runs
+    import dataclasses
+
+    old = dataclasses.replace(program, ops=[dataclasses.replace(op, backward=False) for op in program.ops])
+    assert old.forward_only(old.plan([0] * step.graph.num_ops)) is None
