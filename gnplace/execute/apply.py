@@ -4,7 +4,12 @@ The step is recorded once (:func:`~gnplace.importers.torch.import_step`); callin
 runs the recorded forward, loss and backward op by op on the devices the placement gives them and
 returns the loss; ``loss.backward()`` then hands each parameter the gradient the placed step
 computed (the same loss and gradients as eager PyTorch), so any ``torch.optim`` optimizer trains it.
-Each parameter lives on the device of its update node, where the optimizer updates it.
+Each parameter lives on the device of its update node, where the optimizer updates it. :func:`apply` moves it
+there in place (the same ``Parameter``, so an optimizer made before still holds it), its ``.grad`` with it; it is
+not given the optimizer, so the state an optimizer made before (Adam's ``exp_avg`` after a step) stays on the
+parameter's old device, as after an eager ``module.to()``: make the optimizer after :func:`apply`, or move its
+state with ``optimizer.load_state_dict(optimizer.state_dict())``, which puts each state tensor on its parameter's
+device.
 
 A call that computes no gradient (under ``torch.no_grad()`` or ``torch.inference_mode()``, a validation loop, or
 with nothing that requires grad) runs the step's forward and loss alone, not its backward: the same loss, buffer
@@ -502,7 +507,10 @@ def apply(
             preset name or YAML file (default: the preset the file names).
 
     Returns:
-        PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients.
+        PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients. The
+        parameters are moved to their placed devices in place, their ``.grad`` with them, but not an optimizer's
+        state (``apply`` is given no optimizer): make the optimizer after ``apply``, or move the state of one made
+        before with ``optimizer.load_state_dict(optimizer.state_dict())``.
 
     Raises:
         InvalidArgument: for what is no module, step, device name or loss of the kinds above, a module already

@@ -1688,3 +1688,38 @@ def test_a_call_that_computes_no_gradient_runs_the_forward_alone_as_eager_comput
         again = loaded(x)
         torch.manual_seed(0)
         torch.testing.assert_close(again, placed(x))
+
+
+@pytest.mark.parametrize("cluster", ["k80x2", "cpu_gpu"])
+def test_an_optimizer_made_before_apply_moves_its_state_by_loading_its_state_dict_again(cluster):
+    """apply moves the parameters, not an optimizer's state (it is given none): Adam's exp_avg of an eager step before
+    stays on the old device, as after module.to(); load_state_dict(state_dict()) moves it, as the docs say, and the
+    training goes on as eager's."""
+    if cluster == "cpu_gpu" and not torch.cuda.is_available():
+        pytest.skip("moves the parameters to cuda:0: needs a GPU")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+    reference = copy.deepcopy(net)
+    x = torch.randn(5, 4)
+    ours, theirs = torch.optim.Adam(net.parameters(), lr=0.01), torch.optim.Adam(reference.parameters(), lr=0.01)
+    for model, optimizer in ((net, ours), (reference, theirs)):  # an eager step: the state is made on the CPU
+        _loss(model(x)).backward()
+        optimizer.step()
+    graph = import_step(net, (x,), loss=_loss).graph
+    devices = ["cpu", "cpu"] if cluster == "k80x2" else None
+    placed = gnplace.apply(net, Placement([1] * graph.num_ops, load_cluster(cluster)), (x,), loss=_loss,
+                           devices=devices)
+    assert ours.state[net[0].weight]["exp_avg"].device.type == "cpu"  # left behind on cpu_gpu
+    ours.load_state_dict(ours.state_dict())
+    for p in net.parameters():
+        assert all(v.device == p.device for k, v in ours.state[p].items() if k != "step")
+    for _ in range(3):
+        batch = torch.randn(5, 4)
+        ours.zero_grad()
+        placed(batch).backward()
+        ours.step()
+        theirs.zero_grad()
+        _loss(reference(batch)).backward()
+        theirs.step()
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.detach().cpu(), b.detach())
