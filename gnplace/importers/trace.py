@@ -506,6 +506,26 @@ or None (the module returns its loss), got 3
                               f"module returns its loss), got {reprlib.repr(loss)}")
 
 
+
+def _recording_device(tensors: list[Any]) -> torch.device | None:
+    """The one device a step is recorded on whose parameters, buffers and inputs lie on several, else ``None``.
+
+    A module :func:`gnplace.apply` placed holds them where its placement put them (``cuda:0`` and ``cuda:1``, or
+    a GPU and the CPU). The recording computes nothing (fake tensors) and a device it reads is re-targeted to the
+    op's device when the step runs (:mod:`gnplace.execute.compiler`), so one device serves: the first accelerator
+    among them, so that an autocast region of its kind casts as it would there, else the CPU.
+    """
+    devices = {t.device for t in tensors if isinstance(t, torch.Tensor)}
+    if len(devices) < 2:
+        return None
+    accelerators = sorted((d for d in devices if d.type not in ("cpu", "meta")), key=lambda d: (d.type, d.index or 0))
+    return accelerators[0] if accelerators else torch.device("cpu")
+
+
+def _moved(fake: torch.Tensor, device: torch.device | None) -> torch.Tensor:
+    """``fake`` on ``device`` (a fake tensor's device is metadata: nothing is copied); as it is where ``None``."""
+    return fake if device is None or fake.device == device else fake.to(device)
+
 def record_training_step(
     module: torch.nn.Module, example_inputs: tuple[Any, ...], loss: Callable[[Any], torch.Tensor] | None = None
 ) -> TrainingTrace:
@@ -610,22 +630,25 @@ def record_training_step(
         handles.append(mod.register_forward_hook(post_hook, always_call=True))
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     stage = ["forward"]  # what the step was running when it failed: "forward", "loss" or "backward"
+    # a module gnplace.apply placed holds its state on several devices: recorded on one, as the step it records
+    # runs each op where a placement puts it (it failed: "Expected all tensors to be on the same device")
+    on = _recording_device([*params.values(), *buffers.values(), *inputs])
     try:
         with _RECORDING_SWITCHES, _training_grad_mode(), fake_mode, _CtcLossMean():
             fake_params = {}
             for k, p in params.items():
-                fp = fake_mode.from_tensor(p.detach()).requires_grad_(True)
+                fp = _moved(fake_mode.from_tensor(p.detach()), on).requires_grad_(True)
                 fake_params[k] = fp
                 origin[id(fp)] = Ref("param", name=k)
             fake_buffers = {}
             for k, b in buffers.items():
-                fb = fake_mode.from_tensor(b)
+                fb = _moved(fake_mode.from_tensor(b), on)
                 fake_buffers[k] = fb
                 origin[id(fb)] = Ref("buffer", name=k)
             fake_inputs = []
             differentiated: list[int] = []  # inputs given with requires_grad: the step computes their gradients
             for i, x in enumerate(inputs):
-                fx = fake_mode.from_tensor(x.detach()) if isinstance(x, torch.Tensor) else x
+                fx = _moved(fake_mode.from_tensor(x.detach()), on) if isinstance(x, torch.Tensor) else x
                 if isinstance(fx, torch.Tensor):
                     if x.requires_grad:
                         fx.requires_grad_(True)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGraph
-from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
+from gnplace.importers.trace import Ref, TrainingTrace, _recording_device, record_training_step
 from tests.importers.test_torch import _Block  # b(tanh(a(x)))
 
 
@@ -1080,3 +1080,21 @@ def test_memory_owners_lists_the_pieces_of_nested_splits_outermost_first():
     assert storage(a) == (h, ((1, 0),))
     assert storage(a2) == (h, ((1, 0), (2, 1)))
     assert storage(Ref("op", 1, 1)) == (h, ((1, 1),))
+
+
+def test_a_module_whose_state_lies_on_several_devices_records_as_on_one():
+    """A module ``gnplace.apply`` placed holds its parameters on several devices (``cuda:0`` and ``cuda:1``); the
+    recording failed ("Expected all tensors to be on the same device"), so ``apply`` again (in eval mode, the fix its
+    refusal names) or ``import_step`` of it could not run. The meta device stands in for a second GPU here: a fake
+    tensor's device is metadata, as the recording computes nothing."""
+    from gnplace.importers.torch import import_step
+
+    net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
+    x = torch.randn(3, 4)
+    before = import_step(net, (x,), loss=lambda y: y.sum()).graph
+    net[2].to("meta")
+    after = import_step(net, (x,), loss=lambda y: y.sum()).graph
+    assert after.node_names == before.node_names
+    assert after.flops.tolist() == before.flops.tolist() and after.out_bytes.tolist() == before.out_bytes.tolist()
+    assert _recording_device([torch.zeros(1), torch.zeros(1, device="meta")]) == torch.device("cpu")
+    assert _recording_device([torch.zeros(1), torch.zeros(1)]) is None
