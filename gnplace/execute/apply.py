@@ -13,7 +13,11 @@ device.
 
 A call that computes no gradient (under ``torch.no_grad()`` or ``torch.inference_mode()``, a validation loop, or
 with nothing that requires grad) runs the step's forward and loss alone, not its backward: the same loss, buffer
-updates and random draws as eager's call, at about a forward's cost, every ``.grad`` left as it was.
+updates and random draws as eager's call, at about a forward's cost, every ``.grad`` left as it was. A call after
+``model.eval()`` (or any change of a submodule's train / eval mode) runs the step recorded again in the modes the
+module has then, once per set of modes, each op where the op of its name runs (batch norm's kernel for running
+statistics, which the training step has not, where most of its module's ops run): eager's loss in eval mode, no
+dropout, no update of the running statistics.
 
 Inputs given to :func:`apply` with ``requires_grad`` get their gradients too (the step was recorded
 computing them), so layers before the placed module, or an attack on the input, train through it.
@@ -50,7 +54,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import check_device_names, torch_devices
@@ -69,10 +73,11 @@ class _PlacedStep(torch.autograd.Function):
     """Runs the whole placed step in ``forward``; ``backward`` hands out the gradients it computed."""
 
     @staticmethod
-    def forward(ctx: Any, placed: PlacedModule, *tensors: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        names = placed.param_names
+    def forward(ctx: Any, placed: PlacedModule, program: Program, plan: Plan,  # type: ignore[override]
+                *tensors: torch.Tensor) -> torch.Tensor:
+        names = list(program.params)
         inputs = list(tensors[len(names):])
-        out = _run(placed, placed.program, placed.plan, tensors[:len(names)], inputs)
+        out = _run(placed, program, plan, tensors[:len(names)], inputs)
         # saved, not kept on ctx: autograd frees them after backward (unless retain_graph), as it frees an eager
         # step's activations, so a loss kept past its backward (total += loss) holds no copy of the gradients
         ctx.save_for_backward(*(out.grads.get(name) for name in names),
@@ -89,18 +94,27 @@ class _PlacedStep(torch.autograd.Function):
                 "compute such a loss on the module itself, not placed"
             )
         grads = [None if g is None else g * grad_loss.to(g.device) for g in ctx.saved_tensors]
-        return (None, *grads)
+        return (None, None, None, *grads)
+
+
+def _module_devices(graph: Any, node_devices: dict[str, int]) -> dict[str, int]:
+    """The device most nodes of each module path run on (ties: the lower index), by ``node_devices`` (by node name)."""
+    counts: dict[str, dict[int, int]] = {}
+    for name, path in zip(graph.node_names, graph.module):
+        device = node_devices[name]
+        per = counts.setdefault(path, {})
+        per[device] = per.get(device, 0) + 1
+    return {path: min(per, key=lambda d: (-per[d], d)) for path, per in counts.items()}
 
 
 def _run(placed: PlacedModule, program: Program, plan: Plan, params: Sequence[torch.Tensor],
          inputs: list[Any]) -> StepOutput:
     """Run ``program`` (the placed step, or its forward alone) by ``plan``; write back the buffers it updates.
 
-    ``params`` are the module's parameters, in :attr:`PlacedModule.param_names` order; ``inputs`` the inputs, each on
-    its device.
+    ``params`` are the module's parameters, in ``program.params`` order; ``inputs`` the inputs, each on its device.
     """
     live = placed.live_state()
-    detached = {name: t.detach() for name, t in zip(placed.param_names, params)}
+    detached = {name: t.detach() for name, t in zip(program.params, params)}
     out = run_step(program, plan, placed.devices, params=detached, inputs=inputs,
                    buffers={name: live[name] for name in program.buffers})
     with torch.no_grad():  # the step's running statistics, as an eager training step updates them
@@ -131,6 +145,11 @@ class PlacedModule(torch.nn.Module):
         self.plan = self.program.plan(placement)
         self.devices = list(devices)
         self.param_names = list(self.program.params)
+        # where each node of the step runs, by name: a call in other train / eval modes records the step again and
+        # runs each of its ops where the op of that name runs (_step_in_modes)
+        self.node_devices = dict(zip(step.graph.node_names, self.program.node_devices(placement).tolist()))
+        self.module_devices = _module_devices(step.graph, self.node_devices)
+        self.step_loss = step.loss  # what a recording in other modes computes the loss with
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
         self._refuse_tensors_in_constants(step)
         # train or eval, as when applied, by submodule name (one added later has no recorded mode: it is warned of)
@@ -171,6 +190,8 @@ class PlacedModule(torch.nn.Module):
 
         Under ``torch.compile`` it runs so too, uncompiled (compile the module before :func:`apply` instead). Under
         ``torch.no_grad()`` or ``torch.inference_mode()`` it runs the forward and loss alone (:meth:`forward_only`).
+        In other train / eval modes than at :func:`apply` (``model.eval()`` for a validation loop) it runs the step
+        recorded again in those modes, at their first call, on the same devices (:meth:`_step_in_modes`).
 
         An input may be given by its name in the wrapped module's ``forward`` (``placed(x, labels=y)``), where it
         is one of the example inputs (they were given by position). A parameter of ``forward`` after them given its
@@ -179,7 +200,8 @@ class PlacedModule(torch.nn.Module):
         Raises:
             InvalidArgument: if the inputs differ in number, nesting, shape or dtype from the recorded
                 step's, a constant (not a tensor) differs, an input requires a gradient that the step was
-                not recorded to compute, a submodule's train or eval mode changed since :func:`apply`, it is called
+                not recorded to compute, a submodule's train or eval mode changed since :func:`apply` and its layers
+                too (in other modes alone, it runs the step recorded in them: :meth:`_step_in_modes`), it is called
                 under another ``torch.autocast`` than the step was recorded under (or none), under another default
                 dtype (``torch.set_default_dtype``) where an op of the step makes a tensor of it, an input is named
                 that is not among the example inputs, an input or the module's state is on the meta device, or a
@@ -196,13 +218,8 @@ class PlacedModule(torch.nn.Module):
             )
         if named or len(inputs) > self.input_spec.num_children:
             inputs = self._by_position(inputs, named)
-        switched = next((name for name, m in self.module.named_modules()
-                         if self.recorded_modes.get(name, m.training) != m.training), None)
-        if switched is not None:
-            mode = "train" if self.module.get_submodule(switched).training else "eval"
-            which, fix = (f"submodule {switched!r}", "as it is now") if switched else ("the module", f"in {mode} mode")
-            raise InvalidArgument(f"{which} is in {mode} mode now, and the placed step was recorded in the modes it "
-                                  f"had at apply (dropout, batch norm): apply again on the module {fix}")
+        switched = any(self.recorded_modes.get(name, m.training) != m.training
+                       for name, m in self.module.named_modules())
         autocast = autocast_state()
         if autocast != self.recorded_autocast:
             raise InvalidArgument(
@@ -227,6 +244,9 @@ class PlacedModule(torch.nn.Module):
         if spec != self.input_spec:
             raise InvalidArgument(f"the placed step takes inputs nested as {_nesting(self.input_spec)} (the example "
                                   f"inputs), got {_nesting(spec)}")
+        # in other train / eval modes than at apply (model.eval() for validation): the step recorded in them
+        program, plan, forward_only = self._step_in_modes(leaves) if switched else \
+            (self.program, self.plan, None)
         moved = []
         for k, (x, recorded) in enumerate(zip(leaves, self.program.inputs)):
             if isinstance(x, torch.Tensor) != isinstance(recorded, torch.Tensor) or (
@@ -255,21 +275,68 @@ class PlacedModule(torch.nn.Module):
                         f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "
                         "give apply example inputs with requires_grad=True where the gradient is wanted"
                     )
-                x = _laid_out_as(x.to(self.devices[self.plan.input_device.get(k, 0)]), recorded)
+                x = _laid_out_as(x.to(self.devices[plan.input_device.get(k, 0)]), recorded)
             moved.append(x)
         named = dict(self.module.named_parameters())
-        params = [named[n] for n in self.param_names]
+        params = [named[n] for n in program.params]
         if not (torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                                 for t in (*params, *moved))):
             # no gradient can be asked of the loss (torch.no_grad, inference_mode, nothing requires grad): the
             # forward and loss alone, as eager computes them then, not the backward too (3 times the forward's work)
-            forward = self.forward_only()
+            forward = self.forward_only() if not switched else forward_only
             if forward is not None:
                 out = _run(self, *forward, params, moved)
                 assert out.loss is not None
                 return out.loss.detach().clone()
-        loss: torch.Tensor = _PlacedStep.apply(self, *params, *moved)
+        loss: torch.Tensor = _PlacedStep.apply(self, program, plan, *params, *moved)
         return loss
+
+    def _step_in_modes(self, leaves: list[Any]) -> tuple[Program, Plan, tuple[Program, Plan] | None]:
+        """The step in the module's train / eval modes now, its plan and its forward alone; recorded once per modes.
+
+        Recorded on the call's inputs (``leaves``, checked against the example inputs' shapes and constants), each
+        input with a gradient where the step at :func:`apply` computes one. Each op runs where the op of the same name
+        in the placed step runs; an op only these modes have (batch norm's kernel for running statistics) where
+        most ops of its module run, or of the nearest module above it, and each parameter where it is (its update
+        node has its name).
+
+        Raises:
+            InvalidArgument: if the module's layers changed since :func:`apply` (a layer added, a parameter removed),
+                or a parameter would be updated elsewhere than it is (no such step is known).
+        """
+        from gnplace.importers.torch import import_step
+
+        key = tuple((name, m.training) for name, m in self.module.named_modules())
+        steps: dict[Any, tuple[Program, Plan, tuple[Program, Plan] | None]] = \
+            self.__dict__.setdefault("_mode_steps", {})
+        if key not in steps:
+            change = _layout_change(self.recorded_layout, _layout(self.module))
+            if change is not None:  # recorded now, the step would run it, where the step at apply does not
+                raise InvalidArgument(f"the module's train / eval modes changed since apply, and its layers too "
+                                      f"({change}): apply again on the module as it is now")
+            example = [x.detach().requires_grad_(k in self.program.input_grads) if isinstance(x, torch.Tensor) else x
+                       for k, x in enumerate(leaves)]
+            with warnings.catch_warnings():  # apply warned of the module's hooks, globals and loss already
+                warnings.simplefilter("ignore")
+                step = import_step(self.module, tuple(tree_unflatten(example, self.input_spec)), loss=self.step_loss)
+            graph = step.graph
+            devices = np.array([self.node_devices.get(name, -1) for name in graph.node_names], dtype=np.int64)
+            for v in np.flatnonzero(devices < 0):
+                path = graph.module[v]
+                while path not in self.module_devices and path:
+                    path = path.rpartition(".")[0]
+                devices[v] = self.module_devices.get(path, 0)
+            program = compile_step(step)
+            plan = program.plan(devices)
+            elsewhere = [name for name, d in plan.param_device.items() if d != self.plan.param_device.get(name, d)]
+            if elsewhere:
+                raise InvalidArgument(
+                    f"the module's train / eval modes changed since apply, and in these modes parameter "
+                    f"{elsewhere[0]!r} would be updated on another device than it is: apply again on the module "
+                    "in these modes"
+                )
+            steps[key] = (program, plan, program.forward_only(plan))
+        return steps[key]
 
     def forward_only(self) -> tuple[Program, Plan] | None:
         """The placed step's forward and loss alone and their plan, which a call that computes no gradient runs.
@@ -286,6 +353,7 @@ class PlacedModule(torch.nn.Module):
         """The module's state for pickling (``torch.save``), less the forward step kept (:meth:`forward_only`)."""
         state: dict[str, Any] = super().__getstate__()
         state.pop("_forward_step", None)
+        state.pop("_mode_steps", None)
         return state
 
     def _refuse_tensors_in_constants(self, step: Any) -> None:

@@ -360,8 +360,8 @@ def test_a_reentrant_checkpoint_trains_placed_as_eager():
         torch.testing.assert_close(dict(net.named_buffers())[name], value, msg=name)
 
 
-def test_another_mode_or_dtype_than_recorded_is_refused():
-    """Batch norm recorded in train mode would stay in it after .eval(); a float64 batch failed inside an op."""
+def test_another_dtype_than_recorded_is_refused():
+    """A float64 batch failed inside an op."""
     net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.BatchNorm1d(5))
     x = torch.randn(6, 5)
     graph = import_step(net, (x,), loss=_loss).graph
@@ -369,11 +369,50 @@ def test_another_mode_or_dtype_than_recorded_is_refused():
                            devices=["cpu", "cpu"])
     with pytest.raises(InvalidArgument, match="input 0 has dtype torch.float64; the step was recorded for torch.float32"):
         placed(x.double())
-    placed.eval()
-    with pytest.raises(InvalidArgument, match="the module is in eval mode now.*apply again on the module in eval mode"):
-        placed(x)
-    placed.train()
     placed(x)
+
+
+def test_a_validation_loop_in_eval_mode_computes_as_eager_in_eval_mode():
+    """``model.eval()`` between training steps (a validation loop) was refused: apply again on the module in eval
+    mode, which needed a placement of another graph and, on GPUs, recorded a module holding its state on several
+    devices, which failed. Now the step is recorded again in eval mode at its first call, each op where the op of its
+    name runs: eager's losses and gradients in both modes, no dropout and no running-statistics update in eval mode,
+    the eval step recorded once."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                              torch.nn.Linear(8, 1))
+    eager = copy.deepcopy(net)
+    x = torch.randn(6, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (net, eager)]
+    for step in range(3):
+        batch = torch.randn(6, 5)
+        for run in (placed, lambda b: _loss(eager(b))):
+            torch.manual_seed(step)  # the same dropout draws
+            run(batch).backward()
+        for opt in optimizers:
+            opt.step()
+            opt.zero_grad()
+        placed.eval()
+        eager.eval()
+        statistics = net[1].running_mean.clone()
+        with torch.no_grad():
+            torch.testing.assert_close(placed(batch), _loss(eager(batch)))
+        placed(batch).backward()  # with gradients too (a loss on held-out data to differentiate)
+        _loss(eager(batch)).backward()
+        for (name, p), q in zip(net.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=name)
+        assert torch.equal(net[1].running_mean, statistics)  # eval mode: read, not updated
+        for opt in optimizers:
+            opt.zero_grad()
+        placed.train()
+        eager.train()
+    for (name, p), q in zip(net.state_dict().items(), eager.state_dict().values()):
+        torch.testing.assert_close(p, q, msg=name)
+    assert len(placed.__dict__["_mode_steps"]) == 1  # one set of modes other than at apply: recorded once
+    assert "_mode_steps" not in placed.__getstate__()
 
 
 class _HeadInFloat32(torch.nn.Module):
@@ -1082,9 +1121,10 @@ def test_a_layer_added_or_replaced_since_the_recording_is_warned_of_once():
     net.layers[0].register_parameter("gain", torch.nn.Parameter(torch.ones(4)))
     with pytest.warns(UserWarning, match=r"parameter layers.0.gain was added since"):
         placed(x)
-    net.layers[1].eval()  # one submodule's mode: the refusal names it
-    with pytest.raises(InvalidArgument, match=r"^submodule 'layers.1' is in eval mode now, .* apply again on the "
-                                              r"module as it is now$"):
+    net.layers[1].eval()  # a mode changed with the layers: the step in these modes would run the added parameter
+    with pytest.raises(InvalidArgument, match=r"^the module's train / eval modes changed since apply, and its layers "
+                                              r"too \(parameter layers.0.gain was added\): apply again on the module as "
+                                              r"it is now$"):
         placed(x)
 
 
