@@ -310,6 +310,10 @@ class PlacedModule(torch.nn.Module):
         steps: dict[Any, tuple[Program, Plan, tuple[Program, Plan] | None]] = \
             self.__dict__.setdefault("_mode_steps", {})
         if key not in steps:
+            if "node_devices" not in self.__dict__:  # was an AttributeError
+                raise InvalidArgument("the module's train / eval modes changed since apply, and this placed module "
+                                      "was saved before gnplace ran a step in other modes (2026-12-07): apply again "
+                                      "on the module in these modes, or call it in the modes it was applied in")
             change = _layout_change(self.recorded_layout, _layout(self.module))
             if change is not None:  # recorded now, the step would run it, where the step at apply does not
                 raise InvalidArgument(f"the module's train / eval modes changed since apply, and its layers too "

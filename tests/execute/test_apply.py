@@ -413,6 +413,13 @@ def test_a_validation_loop_in_eval_mode_computes_as_eager_in_eval_mode():
         torch.testing.assert_close(p, q, msg=name)
     assert len(placed.__dict__["_mode_steps"]) == 1  # one set of modes other than at apply: recorded once
     assert "_mode_steps" not in placed.__getstate__()
+    old = copy.copy(placed)  # as saved before the step in other modes was kept: it was an AttributeError
+    for name in ("node_devices", "module_devices", "step_loss", "_mode_steps"):
+        old.__dict__.pop(name, None)
+    net.eval()
+    with pytest.raises(InvalidArgument, match=r"^the module's train / eval modes changed since apply, and this placed "
+                                              r"module was saved before"):
+        old(x)
 
 
 class _HeadInFloat32(torch.nn.Module):
