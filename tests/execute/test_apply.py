@@ -39,16 +39,22 @@ def test_placed_module_trains_exactly_like_eager():
     net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
     placed, reference = _placed_at_random_on_two_cpus(net, torch.randn(12, 6))
     ours, theirs = torch.optim.SGD(net.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
-    for _ in range(3):
-        batch = torch.randn(12, 6)
+    _train_alike(placed, reference, ours, theirs, (12, 6))
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+def _train_alike(placed, reference, ours, theirs, shape, steps=3):
+    """``steps`` steps of ``placed`` with optimizer ``ours`` and of the eager ``reference`` with ``theirs``, one random
+    batch of ``shape`` each, the loss :func:`_loss` of the reference's output."""
+    for _ in range(steps):
+        batch = torch.randn(*shape)
         ours.zero_grad()
         placed(batch).backward()
         ours.step()
         theirs.zero_grad()
         _loss(reference(batch)).backward()
         theirs.step()
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a, b)
 
 
 def test_inputs_of_another_shape_are_refused():
@@ -1760,13 +1766,6 @@ def test_an_optimizer_made_before_apply_moves_its_state_by_loading_its_state_dic
     ours.load_state_dict(ours.state_dict())
     for p in net.parameters():
         assert all(v.device == p.device for k, v in ours.state[p].items() if k != "step")
-    for _ in range(3):
-        batch = torch.randn(5, 4)
-        ours.zero_grad()
-        placed(batch).backward()
-        ours.step()
-        theirs.zero_grad()
-        _loss(reference(batch)).backward()
-        theirs.step()
+    _train_alike(placed, reference, ours, theirs, (5, 4))
     for a, b in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(a.detach().cpu(), b.detach())
