@@ -378,20 +378,27 @@ def test_another_dtype_than_recorded_is_refused():
     placed(x)
 
 
+def _dropout_mlp_placed(width, rows):
+    """A 5-``width``-1 MLP with batch norm and dropout, an eager copy, a batch of ``rows`` and the MLP placed on two
+    CPUs, its ops alternating between them: ``(net, reference, x, placed)``."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, width), torch.nn.BatchNorm1d(width), torch.nn.ReLU(),
+                              torch.nn.Dropout(0.3), torch.nn.Linear(width, 1))
+    reference = copy.deepcopy(net)
+    x = torch.randn(rows, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    return net, reference, x, placed
+
+
 def test_a_validation_loop_in_eval_mode_computes_as_eager_in_eval_mode():
     """``model.eval()`` between training steps (a validation loop) was refused: apply again on the module in eval
     mode, which needed a placement of another graph and, on GPUs, recorded a module holding its state on several
     devices, which failed. Now the step is recorded again in eval mode at its first call, each op where the op of its
     name runs: eager's losses and gradients in both modes, no dropout and no running-statistics update in eval mode,
     the eval step recorded once."""
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Dropout(0.3),
-                              torch.nn.Linear(8, 1))
-    eager = copy.deepcopy(net)
-    x = torch.randn(6, 5)
-    graph = import_step(net, (x,), loss=_loss).graph
-    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
-                           loss=_loss, devices=["cpu", "cpu"])
+    net, eager, x, placed = _dropout_mlp_placed(8, 6)
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (net, eager)]
     for step in range(3):
         batch = torch.randn(6, 5)
@@ -1691,14 +1698,7 @@ def test_a_call_that_computes_no_gradient_runs_the_forward_alone_as_eager_comput
 
     import gnplace.execute.runner as runner
 
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Dropout(0.3),
-                              torch.nn.Linear(6, 1))
-    reference = copy.deepcopy(net)
-    x = torch.randn(10, 5)
-    graph = import_step(net, (x,), loss=_loss).graph
-    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
-                           loss=_loss, devices=["cpu", "cpu"])
+    net, reference, x, placed = _dropout_mlp_placed(6, 10)
     ran = []
     call_op = runner.call_op
     monkeypatch.setattr(runner, "call_op", lambda op, *args: ran.append(op.target) or call_op(op, *args))
