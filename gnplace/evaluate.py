@@ -8,10 +8,10 @@ A saved row is reused only when every input that shapes it is the same: the grap
 the cluster (its devices and links, not only its name), the placer, its revision and its options
 (with the content of any option that names a file, such as a checkpoint), the budget (for placers that take
 one), the seed and the simulator mode; these make the row's ``key``. Per graph file, cluster (a
-preset's name, or a cluster file's path), placer and seed, a folder holds the rows of the tasks last
-asked for: a task whose inputs changed replaces the old row, tasks of one evaluation that differ only
-in budget, options or mode each keep their own, and a failed row runs again. Paths are stored absolute,
-so a rerun from another folder finds them.
+preset's name, or a cluster file's path), placer, seed, budget, mode and options (a row's slot), a folder holds
+one row: a task whose inputs changed since (a file's content, a placer's revision) replaces the old row, runs of
+other budgets, modes or options keep a row each (``annealing@200`` beside ``annealing@2000``), and a failed row
+runs again. Paths are stored absolute, so a rerun from another folder finds them.
 
 Their summary, one line per family, cluster and placer, is :mod:`gnplace.evaluate_summary`'s.
 """
@@ -565,9 +565,28 @@ def cluster_slot(spec: str) -> str:
     return os.path.realpath(spec) if os.path.isfile(spec) else spec
 
 
-def _identity(graph_path: str, cluster: str, placer: str, seed: int) -> tuple[str, str, str, int]:
-    """The slot a row fills: graph file, cluster (:func:`cluster_slot`), placer and seed."""
-    return (os.path.realpath(graph_path), cluster_slot(cluster), placer, seed)
+#: A row's slot (:func:`_identity`): graph file, cluster, placer, seed, budget, simulator mode and options (JSON).
+Slot = tuple[str, str, str, int, Any, str, str]
+
+
+def _identity(graph_path: str, cluster: str, placer: str, seed: int, budget: Any, mode: str,
+              options: str) -> Slot:
+    """The slot a row fills: what a run asks for (graph file, cluster, placer, seed, budget, mode and options).
+
+    The cluster is :func:`cluster_slot`'s, the budget :func:`~gnplace.evaluate_summary.spent_budget`'s (none for a
+    placer that spends none), the options their JSON with sorted keys. A slot holds one row: a row of the slot whose
+    key is another (a graph or cluster file's content, a placer's revision, a file an option names changed) is
+    replaced; rows of other budgets, modes or options are other slots, kept beside it (``annealing@200`` and
+    ``annealing@2000`` in one folder: a rerun with another ``--budget`` replaced the first).
+    """
+    try:  # (a row read back keeps its options as written: the same JSON, sorted again where it was not; the files
+        # they name by real path, as a task's are, so that a row saved before they were still fills its task's slot)
+        given = json.loads(options or "{}")
+        options = json.dumps({k: _real_paths(v) if k in FILE_OPTIONS else v for k, v in given.items()}, sort_keys=True)
+    except (ValueError, AttributeError):
+        pass
+    return (os.path.realpath(graph_path), cluster_slot(cluster), placer, seed, spent_budget(placer, budget), mode,
+            options)
 
 
 @holds_folder("out", "--out")  # one run at a time in a folder
@@ -579,12 +598,13 @@ def evaluate(
     """Run ``tasks`` (in ``jobs`` processes), appending rows to ``out/results.csv``; returns all rows.
 
     A task whose :func:`task_key` matches a saved row is not run again; a saved row of the same
-    graph, cluster, placer and seed whose key none of ``tasks`` has is replaced (tasks that differ only in
-    budget, options or mode keep a row each). Rows of other tasks in the
-    file are kept (an evaluation can be extended placer by placer) while their key is still what their inputs
-    make: one timed on a graph or cluster file since changed is dropped, not compared with rows of the new
-    contents. Two graph (or cluster) files of the same content each get their rows. ``progress`` is called with each
-    row as it finishes, ``reused`` once, before any runs, with the number of ``tasks`` whose saved rows stand.
+    graph, cluster, placer, seed, budget, mode and options whose key none of ``tasks`` has (its inputs changed: a
+    file's content, a placer's revision) is replaced. Rows of other tasks in the file are kept (an evaluation can be
+    extended placer by placer, budget by budget: ``annealing@200`` stays beside ``annealing@2000``) while their key is
+    still what their inputs make: one timed on a graph or cluster file since changed is dropped, not compared with
+    rows of the new contents. Two graph (or cluster) files of the same content each get their rows. ``progress`` is
+    called with each row as it finishes, ``reused`` once, before any runs, with the number of ``tasks`` whose saved
+    rows stand.
 
     Args:
         tasks (Iterable[Task]): the placements to make and time.
@@ -653,7 +673,7 @@ def evaluate(
     names = [f.name for f in fields(Row)]
     out.mkdir(parents=True, exist_ok=True)  # once every input is checked: a refused one leaves no empty folder
     # the rows of the slots to run again stay in the file until their new rows replace them: an interrupted
-    # rerun dropped them (another budget's, a failed one) before it had anything in their place
+    # rerun dropped them (a new revision's, a failed one) before it had anything in their place
     replaced = _rows_replaced(saved, done, todo)
     kept = {id(r) for r in done} | {id(r) for r in replaced.values()}
     # id(row) -> (row, its line), in the file's order: each row is formatted once, not on every rewrite (a rerun
@@ -743,15 +763,14 @@ def _drop_kept_placements(out: Path, folder: Path, dropped: list[Row], on_file: 
 def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[str], out: Path) -> list[Row]:
     """The saved rows kept: those of other slots, and those whose key is asked for (not failed, placement kept).
 
-    A slot (graph file, cluster, placer, seed) holds the rows of the keys asked for in it: tasks of one slot that
-    differ in budget, options or mode (the library can ask for them at once) each keep their row, and a saved row
-    of the slot that none of them asks for is stale.
+    A slot (:func:`_identity`) holds the row of the key asked for in it; a saved row of the slot that no task asks for
+    is stale (its inputs changed: a file's content, a placer's revision).
     """
-    wanted: dict[tuple[str, str, str, int], set[str]] = defaultdict(set)
+    wanted: dict[Slot, set[str]] = defaultdict(set)
     for t, k in keyed:
         wanted[_task_slot(t)].add(k)
     done = []
-    seen: set[tuple[str, tuple[str, str, str, int]]] = set()
+    seen: set[tuple[str, Slot]] = set()
     for row in reversed(saved):  # the last row of a (key, slot) stands: two runs into one folder both appended it,
         # and the copy was counted twice (best on 2/2 of one graph)
         slot = _row_slot(row)  # (a real path: resolved once)
@@ -806,12 +825,14 @@ def _fill_single_oom(rows: Sequence[Row]) -> None:
             row.single_oom = single_oom
 
 
-def _task_slot(task: Task) -> tuple[str, str, str, int]:
-    return _identity(task.graph_path, task.cluster, task.placer, task.seed)
+def _task_slot(task: Task) -> Slot:
+    return _identity(task.graph_path, task.cluster, task.placer, task.seed, task.budget, task.mode,
+                     json.dumps(task.options_dict, sort_keys=True))
 
 
-def _row_slot(row: Row) -> tuple[str, str, str, int]:
-    return _identity(row.graph_path, row.cluster_spec or row.cluster, row.placer, row.seed)
+def _row_slot(row: Row) -> Slot:
+    return _identity(row.graph_path, row.cluster_spec or row.cluster, row.placer, row.seed, row.budget, row.mode,
+                     row.options)
 
 
 def _still_made_so(row: Row) -> bool:

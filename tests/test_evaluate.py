@@ -204,21 +204,38 @@ def row(path: str, placer: str, step: float, *, oom: bool = False, single: float
 
 
 # ---------------------------------------------------------------------------------- rows that cannot lie
-def test_a_new_budget_replaces_the_old_row(graphs, tmp_path):
+def test_a_rerun_at_a_new_budget_keeps_the_old_budgets_row_beside_its_own(graphs, tmp_path):
+    """A rerun with another --budget replaced the earlier budget's row: annealing@5 and @400 could not both be kept
+    in one folder (as an evaluation asking for both at once keeps them), nor summarised side by side."""
     path = str(graphs / "mlp3.gnpg")
     out = tmp_path / "out"
     small = evaluate([Task(path, "k80x4", "annealing", budget=5)], out)
     assert small[0].budget == 5 and small[0].key
     reran = []
     rows = evaluate([Task(path, "k80x4", "annealing", budget=400)], out, progress=reran.append)
-    assert len(reran) == 1 and len(rows) == 1  # run again, and the budget-5 row is gone
-    assert rows[0].budget == 400
-    assert rows[0].step_time_s == run_task(Task(path, "k80x4", "annealing", budget=400)).step_time_s
-    assert rows[0].step_time_s <= small[0].step_time_s
-    assert len((out / "results.csv").read_text().splitlines()) == 2
+    assert len(reran) == 1 and [r.budget for r in rows] == [5, 400]  # run, and the budget-5 row stands
+    assert rows[1].step_time_s == run_task(Task(path, "k80x4", "annealing", budget=400)).step_time_s
+    assert rows[1].step_time_s <= small[0].step_time_s
+    assert len((out / "results.csv").read_text().splitlines()) == 3
+    assert [s["label"] for s in summarise(rows)] == ["annealing@5", "annealing@400"]
     same = []
     evaluate([Task(path, "k80x4", "annealing", budget=400)], out, progress=same.append)
     assert same == []
+
+
+def test_a_rerun_in_another_mode_or_with_other_options_keeps_the_rows_of_before(graphs, tmp_path):
+    """A rerun with another --mode (or -O option) replaced the rows of the placer's earlier runs."""
+    path = str(graphs / "mlp3.gnpg")
+    evaluate([Task(path, "k80x2", "round_robin")], tmp_path)
+    evaluate([Task(path, "k80x2", "round_robin", mode="placeto")], tmp_path)
+    rows = evaluate([Task.with_options(path, "k80x2", "heft", {"min_speed": 0.2}), Task(path, "k80x2", "heft")],
+                    tmp_path)
+    assert [(r.placer, r.mode, r.options) for r in rows] == [
+        ("round_robin", "default", "{}"), ("round_robin", "placeto", "{}"), ("heft", "default", '{"min_speed": 0.2}'),
+        ("heft", "default", "{}")]
+    again = []
+    rows = evaluate([Task(path, "k80x2", "heft")], tmp_path, progress=again.append)
+    assert again == [] and len(rows) == 4
 
 
 def test_budget_only_counts_for_placers_that_take_one(graphs):
@@ -669,8 +686,8 @@ def test_tasks_of_one_slot_that_differ_in_budget_each_keep_their_row(graphs, tmp
     rows = evaluate(tasks, tmp_path, progress=ran.append, reused=counts.append)
     assert ran == [] and counts == [2] and sorted(r.budget for r in rows) == [5, 50]
     assert len((tmp_path / "results.csv").read_text().splitlines()) == 1 + 2
-    # an evaluation that asks for one budget alone still replaces the row of the other
-    assert [r.budget for r in evaluate(tasks[1:], tmp_path)] == [50]
+    # an evaluation that asks for one budget alone keeps the row of the other
+    assert [r.budget for r in evaluate(tasks[1:], tmp_path)] == [5, 50]
 
 
 class _InlinePool:
@@ -718,8 +735,10 @@ def test_kept_placements_are_those_the_rows_timed(graphs, tmp_path):
     ran = []
     evaluate(tasks, tmp_path, keep_placements=keep, progress=ran.append)
     assert [r.placer for r in ran] == ["round_robin"] and kept_placement(tmp_path, by["round_robin"].key).is_file()
-    # a row replaced (by one of another simulator mode) takes its kept placement with it
-    evaluate([Task(path, "k80x2", "round_robin", mode="placeto")], tmp_path, keep_placements=keep)
+    # a row replaced (by one of a new revision of its placer) takes its kept placement with it
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PLACERS.resolve("round_robin"), "revision", "next", raising=False)
+        evaluate([Task(path, "k80x2", "round_robin")], tmp_path, keep_placements=keep)
     assert not kept_placement(tmp_path, by["round_robin"].key).exists()
 
 
@@ -997,28 +1016,30 @@ def test_ctrl_c_inside_a_placer_stops_the_run_and_saves_no_row_for_it(graphs, tm
     assert [r.placer for r in _read_rows(tmp_path / "results.csv")] == ["single"]
 
 
-def test_an_interrupted_rerun_keeps_the_rows_it_had_not_replaced_yet(graphs, tmp_path):
-    """A rerun at another budget dropped the saved rows of the slots it ran again before it had their new rows:
+def test_an_interrupted_rerun_keeps_the_rows_it_had_not_replaced_yet(graphs, tmp_path, monkeypatch):
+    """A rerun of a new revision dropped the saved rows of the slots it ran again before it had their new rows:
     Ctrl-C then left results.csv without them."""
     from gnplace.evaluate import _read_rows
 
     paths = [str(p) for p in collect_graphs([str(graphs)])]
-    before = evaluate([Task(p, "k80x2", placer, budget=20) for p in paths for placer in ("single", "annealing")],
-                      tmp_path)
+    tasks = [Task(p, "k80x2", placer, budget=20) for p in paths for placer in ("single", "annealing")]
+    before = evaluate(tasks, tmp_path)
     assert len(before) == 4
 
     def interrupt(row):
         raise KeyboardInterrupt
 
-    again = [Task(p, "k80x2", placer, budget=30) for p in paths for placer in ("single", "annealing")]
+    monkeypatch.setattr(PLACERS.resolve("annealing"), "revision", "next")
     with pytest.raises(KeyboardInterrupt):
-        evaluate(again, tmp_path, progress=interrupt)  # stopped after the first new row is saved
+        evaluate(tasks, tmp_path, progress=interrupt)  # stopped after the first new row is saved
     saved = _read_rows(tmp_path / "results.csv")
-    annealing = sorted(r.budget for r in saved if r.placer == "annealing")
-    assert len(saved) == 4 and annealing == [20, 30]  # one row a slot: the old one where the new has not run
-    after = evaluate(again, tmp_path)  # (single takes no budget: its rows stand, run at 20)
+    old = {r.key for r in before}
+    annealing = sorted(r.key in old for r in saved if r.placer == "annealing")
+    assert len(saved) == 4 and annealing == [False, True]  # one row a slot: the old one where the new has not run
+    after = evaluate(tasks, tmp_path)  # (single's rows stand)
     saved = _read_rows(tmp_path / "results.csv")
-    assert len(after) == 4 and len(saved) == 4 and [r.budget for r in saved if r.placer == "annealing"] == [30, 30]
+    assert len(after) == 4 and len(saved) == 4 and [(r.placer, r.key in old) for r in saved] == [
+        ("single", True), ("single", True), ("annealing", False), ("annealing", False)]
 
 
 def test_a_rerun_replacing_rows_formats_each_row_once(graphs, tmp_path, monkeypatch):
@@ -1046,12 +1067,14 @@ def test_a_rerun_replacing_rows_formats_each_row_once(graphs, tmp_path, monkeypa
                 self.writerow(row)
 
     monkeypatch.setattr(csv, "writer", Counting)
-    again = evaluate([Task(t.graph_path, t.cluster, t.placer, mode="placeto") for t in tasks], tmp_path)
+    for placer in ("single", "round_robin"):  # new revisions: every row is replaced
+        monkeypatch.setattr(PLACERS.resolve(placer), "revision", "next", raising=False)
+    again = evaluate(tasks, tmp_path)
     rows = [r for r in formatted if r[0] != "graph"]  # (not the header)
     assert len(again) == len(tasks) == 8 and len(rows) <= 2 * len(tasks)  # the rows on file, and the new ones
     monkeypatch.setattr(csv, "writer", real_writer)
     with (tmp_path / "results.csv").open(newline="", encoding="utf-8") as handle:
-        assert [r["mode"] for r in csv.DictReader(handle)] == ["placeto"] * 8
+        assert [r["key"] for r in csv.DictReader(handle)] == [r.key for r in again]
 
 
 def test_a_graph_file_whose_name_is_not_utf8_is_evaluated_and_its_row_reused(tmp_path):
@@ -1239,22 +1262,42 @@ def test_a_row_saved_before_single_oom_whose_single_step_changed_keeps_none(grap
 
 
 def test_a_rerun_keeps_the_last_saved_row_of_its_slot_until_its_new_row_replaces_it(graphs, tmp_path, monkeypatch):
-    """Of two saved rows of a slot that no task asks for again (other options), the last stays while the slot runs."""
+    """Of two saved rows of a slot whose keys no task asks for (stale inputs), the last stays while the slot runs."""
     import gnplace.evaluate as evaluation
 
     path = str(graphs / "mlp2.gnpg")
-    evaluate([Task.with_options(path, "k80x2", "heft", {"min_speed": s}) for s in (0.1, 0.2)], tmp_path)
+    task = Task.with_options(path, "k80x2", "heft", {"min_speed": 0.2})
+    (saved,) = evaluate([task], tmp_path)
+    lines = (tmp_path / "results.csv").read_text().splitlines()
+    stale = [lines[1].replace(saved.key, digit * 64) for digit in "01"]  # two runs of inputs since changed
+    (tmp_path / "results.csv").write_text("\n".join([lines[0], *stale]) + "\n")
     during = []
     run = evaluation._run_keyed
 
     def reading(item, added=None):
         with (tmp_path / "results.csv").open(newline="") as handle:
-            during.append([json.loads(line["options"]) for line in csv.DictReader(handle)])
+            during.append([line["key"][0] for line in csv.DictReader(handle)])
         return run(item, added)
 
     monkeypatch.setattr(evaluation, "_run_keyed", reading)
-    (row,) = evaluate([Task.with_options(path, "k80x2", "heft", {"min_speed": 0.3})], tmp_path)
-    assert during == [[{"min_speed": 0.2}]] and json.loads(row.options) == {"min_speed": 0.3}
+    (row,) = evaluate([task], tmp_path)
+    assert during == [["1"]] and row.key == saved.key
+
+
+def test_a_row_saved_with_a_relative_checkpoint_path_fills_its_tasks_slot(tmp_path, monkeypatch):
+    """Rows saved before option files were kept by real path name them as given (``my.ckpt``): once rows of other
+    options were kept beside a task's, such a row stood beside the new row of the same checkpoint, two lines of it."""
+    from gnplace.evaluate import _row_slot, _task_slot
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.ckpt").write_bytes(b"weights")
+    task = Task.with_options("g.gnpg", "k80x2", "policy", {"checkpoint": "my.ckpt"})
+    saved = Row(graph="g", family="", graph_path="g.gnpg", ops=1, groups=1, cluster="k80x2", placer="policy", seed=0,
+                step_time_s=1.0, bound_s=1.0, single_s=1.0, peak_memory_bytes=0.0, oom=False, place_seconds=0.0,
+                options='{"checkpoint": "my.ckpt"}', cluster_spec="k80x2")
+    assert _row_slot(saved) == _task_slot(task)
+    other = dataclasses.replace(saved, options='{"checkpoint": "b.ckpt"}')  # another file (here, none): another slot
+    assert _row_slot(other) != _task_slot(task)
 
 
 def test_an_option_naming_files_is_kept_by_their_real_paths(tmp_path, monkeypatch):

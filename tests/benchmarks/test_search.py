@@ -91,6 +91,24 @@ def test_search_progress_counts_the_rows_an_earlier_run_saved(load_script, tmp_p
     assert "1 of 2 placements saved" in again and "[2/2] ptb_002 k80x2 annealing" in again, again
 
 
+def test_search_rerun_with_another_budget_keeps_the_earlier_budgets_rows(load_script, tmp_path, capsys):
+    """A rerun at budget 30 into a budget-40 run's folder dropped the budget-40 rows: the two budgets could not be
+    kept (and summarised, each run its own budget's) in one folder; a rerun at 40 then placed them all again."""
+    search = load_script("benchmarks.search")
+
+    def args(budget):
+        return argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=["k80x2"], seed=0,
+                                  placers=["annealing"], option=[], budget=budget, jobs=1, out=str(tmp_path))
+
+    (first,) = search.bench_search(args(40))
+    search.bench_search(args(30))
+    rows = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert sorted((r["placer"], r["budget"]) for r in rows) == [("annealing", "30"), ("annealing", "40"), ("auto", "")]
+    capsys.readouterr()
+    (again,) = search.bench_search(args(40))
+    assert "2 of 2 placements saved" in capsys.readouterr().out and again == first
+
+
 def test_curves_refuse_a_placer_with_no_budget_before_placing(load_script, tmp_path, capsys):
     bench = load_script("bench")
     code = bench.main(["curves", "--graphs", "datasets/ptb/ptb_002.gnpg", "--cluster", "k80x2", "--placers",

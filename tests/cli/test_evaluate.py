@@ -99,12 +99,14 @@ def test_a_rerun_with_another_budget_gives_the_new_result(tmp_path, capsys):
     assert main([*common, "--budget", "5"]) == 0
     assert f"reusing 1 saved row of {out / 'results.csv'}" in capsys.readouterr().out
     assert main([*common, "--budget", "400"]) == 0
-    assert "reusing" not in capsys.readouterr().out  # another budget: the saved row does not stand
+    shown = capsys.readouterr().out
+    assert "reusing" not in shown  # another budget: run, and the budget-5 row kept beside it (it was replaced)
+    assert "annealing@5 " in shown and "annealing@400 " in shown and "1 row of earlier runs kept" in shown
     rows = list(csv.DictReader((out / "results.csv").open()))
-    assert len(rows) == 1 and rows[0]["budget"] == "400"
+    assert [r["budget"] for r in rows] == ["5", "400"]
     from gnplace.evaluate import Task, run_task
 
-    assert float(rows[0]["step_time_s"]) == run_task(Task(graph, "k80x4", "annealing", budget=400)).step_time_s
+    assert float(rows[1]["step_time_s"]) == run_task(Task(graph, "k80x4", "annealing", budget=400)).step_time_s
 
 
 def test_placer_options_reach_the_placer(tmp_path, capsys):
