@@ -53,12 +53,13 @@ from gnplace.runlock import holds_folder
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
+from gnplace.units import counted as _counted
 from gnplace.workers import check_main_guarded
 
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "value_identity", "default_files_identity", "task_key", "run_task",
     "place_task", "evaluate", "cluster_slot", "kept_placement", "placers_in_options", "is_learned", "unplaced",
-    "rows_made_by",
+    "rows_made_by", "stale_note",
 ]
 
 
@@ -593,7 +594,7 @@ def _identity(graph_path: str, cluster: str, placer: str, seed: int, budget: Any
 def evaluate(
     tasks: Iterable[Task], out: str | os.PathLike[str], *, jobs: int = 1,
     progress: Callable[[Row], None] | None = None, reused: Callable[[int], None] | None = None,
-    keep_placements: Callable[[Task], bool] | None = None,
+    keep_placements: Callable[[Task], bool] | None = None, stale: Callable[[int], None] | None = None,
 ) -> list[Row]:
     """Run ``tasks`` (in ``jobs`` processes), appending rows to ``out/results.csv``; returns all rows.
 
@@ -604,7 +605,8 @@ def evaluate(
     still what their inputs make: one timed on a graph or cluster file since changed is dropped, not compared with
     rows of the new contents. Two graph (or cluster) files of the same content each get their rows. ``progress`` is
     called with each row as it finishes, ``reused`` once, before any runs, with the number of ``tasks`` whose saved
-    rows stand.
+    rows stand, and ``stale`` once, before any runs, with the number of saved rows whose inputs changed since they
+    were timed (dropped, or replaced by the run of their task), where there are any.
 
     Args:
         tasks (Iterable[Task]): the placements to make and time.
@@ -614,6 +616,9 @@ def evaluate(
         progress (callable, optional): called with each row run, as it finishes (default: :obj:`None`).
         reused (callable, optional): called once, before any run, with the number of saved rows that stand
             (default: :obj:`None`).
+        stale (callable, optional): called once, before any run, with the number of saved rows timed on inputs
+            that changed since (a graph or cluster file's content, a placer's revision, a file an option names),
+            where that is not 0 (default: :obj:`None`).
         keep_placements (callable, optional): the tasks (those it returns True for) whose placements are kept in
             :func:`kept_placement` files, written before their rows; a saved row of such a task without its file runs
             again, so that the placement drawn is the one its row timed (default: :obj:`None`, none kept).
@@ -660,7 +665,7 @@ def evaluate(
     saved = _read_rows(csv_path)  # (a link to a device or another table: refused as no results file)
     for output in (csv_path, folder):
         refuse_link(output, "evaluate")
-    done = _rows_that_stand(saved, keyed, keep, out)
+    done, changed = _rows_that_stand(saved, keyed, keep, out)
     _fill_single_oom(done)  # rows of a file written before the column: as a fresh run's, in the file too
     have = {(r.key, _row_slot(r)) for r in done}
     todo = [(t, k, k in keep) for t, k in keyed if (k, _task_slot(t)) not in have]
@@ -670,6 +675,8 @@ def evaluate(
         require_ops(_graph(path, _stamp(path)), path)
     if reused is not None:
         reused(len({(k, _task_slot(t)) for t, k in keyed} & have))
+    if stale is not None and changed:
+        stale(changed)
     names = [f.name for f in fields(Row)]
     out.mkdir(parents=True, exist_ok=True)  # once every input is checked: a refused one leaves no empty folder
     # the rows of the slots to run again stay in the file until their new rows replace them: an interrupted
@@ -760,16 +767,21 @@ def _drop_kept_placements(out: Path, folder: Path, dropped: list[Row], on_file: 
             kept_placement(out, key).unlink(missing_ok=True)
 
 
-def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[str], out: Path) -> list[Row]:
-    """The saved rows kept: those of other slots, and those whose key is asked for (not failed, placement kept).
+def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[str],
+                     out: Path) -> tuple[list[Row], int]:
+    """The saved rows kept, and how many saved rows are stale.
 
-    A slot (:func:`_identity`) holds the row of the key asked for in it; a saved row of the slot that no task asks for
-    is stale (its inputs changed: a file's content, a placer's revision).
+    The rows kept are those of other slots, and those whose key is asked for (not failed, placement kept). A slot
+    (:func:`_identity`) holds the row of the key asked for in it; a saved row of the slot that no task asks for is
+    stale (its inputs changed: a file's content, a placer's revision), as is a row of a slot not asked for whose key
+    its inputs no longer make (:func:`_still_made_so`). A failed row of unchanged inputs runs again and a copy of a
+    row is dropped, as before: neither counts as stale.
     """
     wanted: dict[Slot, set[str]] = defaultdict(set)
     for t, k in keyed:
         wanted[_task_slot(t)].add(k)
     done = []
+    changed = 0
     seen: set[tuple[str, Slot]] = set()
     for row in reversed(saved):  # the last row of a (key, slot) stands: two runs into one folder both appended it,
         # and the copy was counted twice (best on 2/2 of one graph)
@@ -780,11 +792,16 @@ def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[
         current = wanted.get(slot)
         # a failed row of a task asked for again runs again (the failure may have passed), as one whose placement is
         # to be kept and is not (its row was saved before placements were kept)
-        if (current is None and _still_made_so(row)) or (
-                current is not None and row.key in current and not row.error
-                and (row.key not in keep or _kept_placement_reads(kept_placement(out, row.key)))):
+        if current is None:
+            if _still_made_so(row):
+                done.append(row)
+            else:
+                changed += 1
+        elif row.key not in current:
+            changed += 1
+        elif not row.error and (row.key not in keep or _kept_placement_reads(kept_placement(out, row.key))):
             done.append(row)
-    return done[::-1]
+    return done[::-1], changed
 
 
 def _kept_placement_reads(path: Path) -> bool:
@@ -931,6 +948,20 @@ def rows_made_by(tasks: Sequence[Task], rows: Sequence[Row]) -> list[Row]:
     made = {(task_key(t), os.path.realpath(t.graph_path), cluster_slot(t.cluster)) for t in tasks}
     return [r for r in rows
             if (r.key, os.path.realpath(r.graph_path), cluster_slot(r.cluster_spec or r.cluster)) in made]
+
+
+def stale_note(count: int, csv_path: Path) -> str:
+    """The line that says how many saved rows of ``csv_path`` were timed on inputs that changed since, and why they go.
+
+    ``count`` is what :func:`evaluate` hands its ``stale``; the command line and ``scripts/bench.py search`` print it.
+
+    Examples:
+        >>> stale_note(1, Path("out/results.csv"))[:57]
+        'dropping 1 saved row of out/results.csv timed on inputs t'
+    """
+    return (f"dropping {_counted(count, 'saved row')} of {csv_path} timed on inputs that changed since (a graph or "
+            "cluster file's content, a placer's revision, a file an option names): not compared with new rows; "
+            "those asked for again run anew")
 
 
 def unplaced(rows: Sequence[Row]) -> list[tuple[Row, str | None]]:

@@ -360,6 +360,28 @@ def test_a_changed_cluster_file_is_run_again(graphs, tmp_path):
     assert len(again) == 1 and rows[0].step_time_s < first[0].step_time_s  # V100s are faster than K80s
 
 
+def test_saved_rows_of_inputs_since_changed_are_counted_before_any_run(graphs, tmp_path):
+    """Rows timed on a graph file since changed were dropped without a word, those of placers not asked for again
+    too; ``stale`` now hands their count over (a failed row runs again, uncounted, and a copy of a row is no row)."""
+    path = graphs / "g.gnpg"
+    save_graph(mlp_training_graph(layers=2, width=512, batch=128), path)
+    tasks = [Task(str(path), "k80x2", p) for p in ("single", "round_robin", "heft")]
+    evaluate(tasks, tmp_path)
+    with (tmp_path / "results.csv").open(newline="") as handle:
+        saved = list(csv.DictReader(handle))
+    saved[2].update(error="boom", oom="", step_time_s="nan")  # heft failed
+    with (tmp_path / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(saved[0]))
+        writer.writeheader()
+        writer.writerows([*saved, saved[0]])  # and single's row twice
+    counts, ran = [], []
+    evaluate(tasks, tmp_path, stale=counts.append, progress=ran.append)
+    assert counts == [] and [r.placer for r in ran] == ["heft"]  # nothing changed: no call
+    save_graph(mlp_training_graph(layers=2, width=1024, batch=128), path)
+    rows = evaluate(tasks[:1], tmp_path, stale=counts.append)
+    assert counts == [3] and [r.placer for r in rows] == ["single"]  # single's, round_robin's and heft's
+
+
 def test_an_option_naming_a_file_is_keyed_by_its_content(graphs, tmp_path):
     ckpt = tmp_path / "weights.bin"
     ckpt.write_bytes(b"one")

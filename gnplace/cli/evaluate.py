@@ -34,6 +34,7 @@ from gnplace.evaluate import (
     evaluate,
     kept_placement,
     rows_made_by,
+    stale_note,
     unplaced,
 )
 from gnplace.evaluate_summary import summarise, write_markdown
@@ -151,7 +152,10 @@ def run(args: argparse.Namespace) -> int:
                 bar.done_before(count)
                 bar.note(f"reusing {counted(count, 'saved row')} of {Path(args.out) / 'results.csv'}")
 
-        rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep,
+        def dropping(count: int) -> None:  # saved rows of files since changed went without a word
+            bar.note(stale_note(count, Path(args.out) / "results.csv"))
+
+        rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep, stale=dropping,
                         progress=lambda r: bar.advance(f"{r.graph} {r.cluster} {r.placer}"))
     current = rows_made_by(tasks, rows)  # by key, graph file and cluster: a copy of a graph file has the same key
     failed = [r for r in current if r.error]

@@ -109,6 +109,20 @@ def test_search_rerun_with_another_budget_keeps_the_earlier_budgets_rows(load_sc
     assert "2 of 2 placements saved" in capsys.readouterr().out and again == first
 
 
+def test_search_says_how_many_saved_rows_of_a_changed_cluster_file_it_drops(load_script, tmp_path, capsys):
+    """The rows of a cluster file edited since were dropped and run again without a word."""
+    search = load_script("benchmarks.search")
+    cluster = tmp_path / "mine.yaml"
+    cluster.write_text("name: mine\ndevices: [{name: gpu, count: 2, kind: k80}]\nlinks: {default: pcie3}\n")
+    args = argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=[str(cluster)], seed=0,
+                              placers=["annealing"], option=[], budget=5, jobs=1, out=str(tmp_path / "out"))
+    search.bench_search(args)
+    assert "dropping" not in capsys.readouterr().out
+    cluster.write_text("name: mine\ndevices: [{name: gpu, count: 2, kind: v100}]\nlinks: {default: pcie3}\n")
+    search.bench_search(args)
+    assert f"dropping 2 saved rows of {tmp_path / 'out' / 'results.csv'} timed on inputs" in capsys.readouterr().out
+
+
 def test_curves_refuse_a_placer_with_no_budget_before_placing(load_script, tmp_path, capsys):
     bench = load_script("bench")
     code = bench.main(["curves", "--graphs", "datasets/ptb/ptb_002.gnpg", "--cluster", "k80x2", "--placers",

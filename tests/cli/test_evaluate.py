@@ -109,6 +109,25 @@ def test_a_rerun_with_another_budget_gives_the_new_result(tmp_path, capsys):
     assert float(rows[1]["step_time_s"]) == run_task(Task(graph, "k80x4", "annealing", budget=400)).step_time_s
 
 
+def test_a_rerun_says_how_many_saved_rows_of_changed_inputs_it_drops(tmp_path, capsys):
+    """Rows timed on a graph file since changed were dropped without a word, a placer's not asked for again too."""
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import mlp_training_graph
+
+    out, graph = tmp_path / "ev", tmp_path / "g.gnpg"
+    save_graph(mlp_training_graph(layers=2, width=512, batch=128), graph)
+    common = ["evaluate", "-g", str(graph), "-c", "k80x2", "-j", "1", "-o", str(out)]
+    assert main([*common, "-p", "single,round_robin"]) == 0
+    assert main([*common, "-p", "single"]) == 0
+    assert "dropping" not in capsys.readouterr().out
+    save_graph(mlp_training_graph(layers=2, width=1024, batch=128), graph)
+    assert main([*common, "-p", "single"]) == 0
+    shown = capsys.readouterr().out
+    assert (f"dropping 2 saved rows of {out / 'results.csv'} timed on inputs that changed since (a graph or cluster "
+            "file's content, a placer's revision, a file an option names)") in shown
+    assert len(list(csv.DictReader((out / "results.csv").open()))) == 1
+
+
 def test_placer_options_reach_the_placer(tmp_path, capsys):
     out = tmp_path / "ev"
     graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
