@@ -163,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
     with writing(Path(args.out) / "results.md"):
         md = write_markdown(summary, Path(args.out) / "results.md")
     table = Table(title=_title(len(graphs), len(clusters), len(placers), len(rows) - len(current)))
-    for col in ("family", "cluster", "placer", "step/best", "step/single", "step/bound", "best on", "OOM", "place s"):
+    for col in ("family", "cluster", "placer", "step/best", "step/single", "step/bound", "best on", "OOM", "errors",
+                "place s"):
         names = ("family", "cluster", "placer")  # a name too long wraps in its cell, not cut with "…"
         table.add_column(col, justify="left" if col in names else "right",
                          overflow="fold" if col in names else "ellipsis")
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         # names as they are: rich read "[placeto]" and "[start=heft]" as markup (dropped) and "[/x]" failed
         table.add_row(markup_name(s["family"]), markup_name(s["cluster"]), markup_name(s["label"]),
                       f"{s['vs_best']:.3f}", f"{s['vs_single']:.3f}", f"{s['vs_bound']:.3f}",
-                      f"{s['best_count']}/{s['runs']}", str(s["oom"]), f"{s['place_s']:.3f}")
+                      f"{s['best_count']}/{s['runs']}", str(s["oom"]), str(s["errors"]), f"{s['place_s']:.3f}")
     stdout_console(width=160).print(table)
     print(f"wrote {Path(args.out) / 'results.csv'} and {md}")
     if args.plot:

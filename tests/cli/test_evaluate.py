@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -590,6 +591,21 @@ def test_a_sigterm_to_a_run_of_workers_is_one_line_and_143(tmp_path):
     finally:
         run.kill()
     assert (run.returncode, err) == (143, "gnplace: SIGTERM: interrupted\n")
+
+
+def test_the_printed_table_counts_each_lines_failed_runs_as_results_md_does(tmp_path, capsys):
+    """A failed run was a row of results.csv and counted in results.md's errors column, but the printed table had no
+    such column: exact's line read "nan ... 0/1 0" beside single's, a failure shown as a run that found nothing."""
+    out = tmp_path / "ev"
+    argv = ["evaluate", "-g", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "-c", "k80x2", "-p", "exact,single", "-O",
+            "exact.max_groups=1", "-j", "1", "-o", str(out)]
+    assert main(argv) == 1
+    table = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in capsys.readouterr().out.splitlines()
+             if line.startswith(("│", "┃"))]
+    columns, cells = table[0], {line[2]: line for line in table[1:]}
+    assert columns[-3:] == ["OOM", "errors", "place s"]
+    assert cells["exact"][columns.index("errors")] == "1" and cells["single"][columns.index("errors")] == "0"
+    assert "| 1 | nan |" in (out / "results.md").read_text()  # (its errors column and place s, as before)
 
 
 def test_rows_of_a_copy_of_the_graph_run_before_are_not_this_runs(tmp_path, capsys):
