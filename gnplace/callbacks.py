@@ -36,7 +36,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from gnplace.exceptions import ExecutionFailed, Terminated, after_interrupt, first_line
 from gnplace.progress import ProgressLine, show_bar
 from gnplace.quiet import ignored_warnings, logger_at_error
-from gnplace.workers import SharedSetting
+from gnplace.workers import SharedSetting, sigterm_left_default
 
 __all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "ProgressLines",
            "progress_callbacks", "fit_interruptibly", "quiet_lightning", "single_process_plugins",
@@ -559,7 +559,8 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     handler = signal.getsignal(signal.SIGINT)
     finished = False
     try:
-        with _ISOLATE_RNG_IN_TURN:  # fits in threads at once: see _isolate_rng_in_turn
+        # (in gnplace evaluate -j 1, Lightning's own SIGTERM handling: sigterm_left_default)
+        with _ISOLATE_RNG_IN_TURN, sigterm_left_default():  # fits in threads at once: see _isolate_rng_in_turn
             trainer.fit(*args, **kwargs)
         finished = True
     except SIGTERMException as err:

@@ -629,8 +629,9 @@ def evaluate(
         InvalidArgument: if ``jobs`` is not a whole number >= 1, or ``out`` (or its placements folder, when
             placements are kept) is a file, or ``jobs`` > 1 is asked from a script's top level, outside ``if
             __name__ == "__main__":`` (:func:`~gnplace.workers.check_main_guarded`).
-        Terminated: on a SIGTERM while worker processes run (``jobs`` > 1, where no other SIGTERM handler is set),
-            once the workers are stopped and the rows that finished are saved, as on Ctrl-C.
+        Terminated: on a SIGTERM while the tasks run (where no other SIGTERM handler is set), once the workers are
+            stopped and the rows that finished are saved, as on Ctrl-C (``jobs`` of 1: the rows before the task under
+            way; a Lightning fit in it stops as Lightning stops on SIGTERM, at the end of its iteration).
     """
     out = as_path(out, "output folder")
     if not is_whole(jobs) or jobs < 1:  # a numpy integer is whole too, a bool is not
@@ -714,8 +715,11 @@ def evaluate(
             progress(result[0])
 
     if jobs <= 1 or not todo:
-        for item in todo:
-            record(item, _run_keyed(item))
+        from gnplace.workers import sigterm_as_interrupt
+
+        with sigterm_as_interrupt():  # a SIGTERM stops the run (the rows so far are saved) as Ctrl-C does
+            for item in todo:
+                record(item, _run_keyed(item))
     else:
         from concurrent.futures.process import BrokenProcessPool
 

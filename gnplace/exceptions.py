@@ -88,7 +88,8 @@ class ExecutionFailed(GnplaceError):
 class Terminated(KeyboardInterrupt):
     """A run stopped on SIGTERM, after saving what it had done (as it stops on Ctrl-C).
 
-    Under Lightning, or while worker processes ran (:func:`~gnplace.workers.sigterm_as_interrupt`).
+    Under Lightning, or while worker processes ran or ``evaluate`` ran its tasks in this process
+    (:func:`~gnplace.workers.sigterm_as_interrupt`).
 
     A ``KeyboardInterrupt``, so that whatever a caller does on Ctrl-C (keep the best placement, stop its
     workers) it does on SIGTERM too; the command line reports it as one line and exits 143 (128 + 15).

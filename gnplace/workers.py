@@ -31,7 +31,8 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "check_main_guarded", "is_launched_rank",
-           "limit_threads", "process_pool", "sigterm_as_interrupt", "task_mapper", "terminate_workers", "threads_kept",
+           "limit_threads", "process_pool", "sigterm_as_interrupt", "sigterm_left_default", "task_mapper",
+           "terminate_workers", "threads_kept",
            "threads_per_worker",
            "torch_threads", "set_torch_threads_here", "THREAD_VARIABLES",
            "watch_parent",
@@ -280,6 +281,11 @@ def sigterm_as_interrupt() -> Iterator[None]:
     workers and saves what finished, as Ctrl-C does; the command line reports it in one line and exits 143. A
     second SIGTERM ends the process at once, as before. Nothing changes outside the main thread, or where a handler
     other than the default is set (Lightning's during a fit, which composes the handlers it finds; a caller's).
+
+    A body that runs its tasks in this process (``gnplace evaluate -j 1``) is stopped the same way, between two
+    bytecodes, as Ctrl-C stops it; a Lightning fit in it (:func:`~gnplace.callbacks.fit_interruptibly`) runs under
+    :func:`sigterm_left_default`, so that Lightning answers a SIGTERM as it does elsewhere: the iteration under way
+    saved and stopped at its end, then :class:`~gnplace.exceptions.Terminated`.
     """
     from gnplace.exceptions import Terminated
 
@@ -291,12 +297,39 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM, while the workers stop: at once
         raise Terminated("SIGTERM")
 
+    _INTERRUPTING.add(stop)
     signal.signal(signal.SIGTERM, stop)
     try:
         yield
     finally:
+        _INTERRUPTING.discard(stop)
         if signal.getsignal(signal.SIGTERM) is stop:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+#: The SIGTERM handlers :func:`sigterm_as_interrupt` has set, while it has them set.
+_INTERRUPTING: set[Callable[[int, FrameType | None], None]] = set()
+
+
+@contextmanager
+def sigterm_left_default() -> Iterator[None]:
+    """While the body runs, SIGTERM has its default action again where :func:`sigterm_as_interrupt` had set its own.
+
+    For a Lightning fit in such a body (``gnplace evaluate -j 1 -p ppo``): Lightning composes the SIGTERM handlers it
+    finds with its own, and :func:`sigterm_as_interrupt`'s would raise in the middle of the iteration that Lightning
+    saves and finishes first. Nothing changes elsewhere (no handler of its set, or outside the main thread); the
+    handler is set back afterwards unless the body left another one.
+    """
+    handler = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    if handler not in _INTERRUPTING:
+        yield
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # (Lightning sets back what it found)
+            signal.signal(signal.SIGTERM, handler)
 
 
 @contextmanager

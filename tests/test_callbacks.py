@@ -281,6 +281,24 @@ def test_sigterm_saves_the_iteration_under_way_and_is_raised_as_terminated(tmp_p
     assert issubclass(Terminated, KeyboardInterrupt)  # callers that keep their work on Ctrl-C do so here too
 
 
+def test_a_fit_under_sigterm_as_interrupt_still_saves_the_iteration_under_way(tmp_path, default_ctrl_c,
+                                                                          lightning_sigterm):
+    """``gnplace evaluate -j 1`` runs a search's fit in its own process, under sigterm_as_interrupt's handler, which
+    Lightning composes with its own: it raised in the middle of the iteration that Lightning saves and ends first."""
+    from gnplace.workers import sigterm_as_interrupt
+
+    path = tmp_path / "last.ckpt"
+    with quiet_lightning(), sigterm_as_interrupt():
+        mine = signal.getsignal(signal.SIGTERM)
+        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=3600.0), _Sigterm(at=2)], max_steps=50,
+                                  plugins=[AtomicCheckpointIO()])
+        with pytest.raises(Terminated):
+            fit_interruptibly(trainer, BoringModel())
+        assert signal.getsignal(signal.SIGTERM) is mine  # set back for the rest of the body
+    assert torch.load(path, weights_only=False)["global_step"] == 3  # the iteration the signal came in, saved
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
 def test_a_second_sigterm_stops_at_once_as_a_second_ctrl_c_does(tmp_path, default_ctrl_c, lightning_sigterm):
     # a scheduler that will not wait for the iteration under way
     path = tmp_path / "last.ckpt"

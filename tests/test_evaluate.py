@@ -157,6 +157,29 @@ def test_a_sigterm_stops_the_worker_processes_and_keeps_the_rows_saved(graphs, t
     assert len(evaluate(tasks, tmp_path, jobs=2)) == len(tasks)  # and it resumes
 
 
+def test_a_sigterm_to_a_run_in_this_process_stops_it_as_ctrl_c_does(graphs, tmp_path):
+    """``evaluate -j 1`` set no SIGTERM handler: a kill ended the process at once, where ``-j 2`` raised Terminated
+    (the command line's "gnplace: SIGTERM: interrupted" line). It stops as Ctrl-C does, the rows before saved."""
+    import signal
+    import time
+
+    from gnplace.exceptions import Terminated
+
+    tasks = [Task(str(g), "k80x2", "round_robin") for g in collect_graphs([str(graphs)])]
+
+    def terminate(row):
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # else the kill would end the test run
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler runs at the next bytecode
+
+    with pytest.raises(Terminated):
+        evaluate(tasks, tmp_path, jobs=1, progress=terminate)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert len((tmp_path / "results.csv").read_text().splitlines()) == 2  # the header and the row recorded
+    ran = []
+    assert len(evaluate(tasks, tmp_path, progress=ran.append)) == 2 and len(ran) == 1  # and it resumes
+
+
 class _StoppedPool:
     """A process pool stopped by ``error`` (Ctrl-C, a dead worker) while its first task ran; the others finished."""
 

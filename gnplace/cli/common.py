@@ -650,6 +650,20 @@ def escaped_streams() -> Iterator[None]:
             devnull.close()
 
 
+def _terminated(err: BaseException) -> bool:
+    """Whether ``err`` carries a :class:`~gnplace.exceptions.Terminated` (a SIGTERM) in its cause or context chain."""
+    from gnplace.exceptions import Terminated
+
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Terminated):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def _tell_waiting_ranks(reason: str) -> None:
     """Under ``torchrun``, the ranks serving a rank 0 that stops before its timer joined them hear ``reason`` at once.
 
@@ -677,7 +691,8 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
     ``scripts/bench.py``)
     report errors the same way; a closed pipe on stdout (``| head``) gives 141 quietly; Ctrl-C prints
     ``PROG: INTERRUPTED`` and gives 130, and a SIGTERM that
-    stopped a run under Lightning or a run of worker processes (:class:`~gnplace.exceptions.Terminated`)
+    stopped a run under Lightning, a run of worker processes or ``gnplace evaluate``'s run in its own process
+    (:class:`~gnplace.exceptions.Terminated`, numba's loops' ``SystemError`` of one too)
     ``PROG: SIGTERM: INTERRUPTED`` and 143 (elsewhere SIGTERM ends the process as it always does).
     """
     import sys
@@ -721,6 +736,9 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
         except SystemError as err:
             if not after_interrupt(err):  # numba's compiled loops hand a Ctrl-C back as a SystemError
                 raise
+            if _terminated(err):  # (and a SIGTERM of gnplace evaluate -j 1, raised as Terminated)
+                print(f"{prog}: SIGTERM: {interrupted}", file=sys.stderr)
+                return 143
             print(f"{prog}: {interrupted}", file=sys.stderr)
             return 130
         except RuntimeError as err:

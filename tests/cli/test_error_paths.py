@@ -243,6 +243,21 @@ def test_a_ctrl_c_that_a_library_turned_into_another_exception_is_an_interrupt(c
         run_reporting_errors(plain, argparse.Namespace(), "tool")
 
 
+def test_a_sigterm_that_numba_turned_into_a_system_error_is_a_sigterm(capsys):
+    """``gnplace evaluate -j 1`` raises a SIGTERM as Terminated in its own process, where numba's compiled loops hand
+    it back as a SystemError: that was "interrupted" and 130, as for a Ctrl-C."""
+    from gnplace.exceptions import Terminated
+
+    def run(args):
+        try:
+            raise Terminated("SIGTERM")
+        except Terminated:
+            raise SystemError("returned a result with an exception set") from None
+
+    assert run_reporting_errors(run, argparse.Namespace(), "tool") == 143
+    assert capsys.readouterr().err == "tool: SIGTERM: interrupted\n"
+
+
 def test_a_reader_that_closed_the_pipe_is_a_quiet_exit_not_an_error(capsys):
     def run(args):
         raise BrokenPipeError(32, "Broken pipe")  # `gnplace simulate --json | head`, head gone

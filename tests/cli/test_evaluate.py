@@ -608,6 +608,31 @@ def test_the_printed_table_counts_each_lines_failed_runs_as_results_md_does(tmp_
     assert "| 1 | nan |" in (out / "results.md").read_text()  # (its errors column and place s, as before)
 
 
+def test_a_sigterm_to_a_run_in_one_process_is_one_line_and_143(tmp_path):
+    """``kill`` of ``gnplace evaluate -j 1`` ended it with 143 and no word, where ``-j 2`` says "SIGTERM"."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    graph, out = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "gnplace", "evaluate", "-g", graph, "-c", "k80x2", "-p",
+                            "single,annealing", "--budget", "1000000", "-j", "1", "-o", str(out)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 120 and not (
+                (out / "results.csv").exists() and len((out / "results.csv").read_text().splitlines()) >= 2):
+            time.sleep(0.2)  # single's row is saved: annealing runs
+        time.sleep(1.0)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert (run.returncode, err) == (143, "gnplace: SIGTERM: interrupted\n")
+    assert [row["placer"] for row in csv.DictReader((out / "results.csv").open())] == ["single"]
+
+
 def test_rows_of_a_copy_of_the_graph_run_before_are_not_this_runs(tmp_path, capsys):
     """A copy of a graph file elsewhere has the same row keys: its saved rows were counted as this run's.
 
