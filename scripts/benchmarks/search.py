@@ -77,7 +77,9 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
     # clusters by slot (a file's real path, a preset's name), not by name: two files may share one (README)
     # a pair whose auto overflows memory or failed has no reference step: left out of every mean, counted per line
-    auto_rows = [r for r in rows if r.placer == "auto" and r.seed == args.seed]
+    # the reference is auto as the tasks run it, with no options: -O auto.candidates=... in --placers auto was a row of
+    # auto too, and the reference whichever of the two came last (that auto over itself, 1.000)
+    auto_rows = [r for r in rows if r.placer == "auto" and r.seed == args.seed and json.loads(r.options) == {}]
     auto = {(r.graph_path, slot(r)): r.step_time_s for r in auto_rows if not r.error and not r.oom}
     summary = []
     families = {r.graph_path: r.family for r in rows}

@@ -123,6 +123,19 @@ def test_search_says_how_many_saved_rows_of_a_changed_cluster_file_it_drops(load
     assert f"dropping 2 saved rows of {tmp_path / 'out' / 'results.csv'} timed on inputs" in capsys.readouterr().out
 
 
+def test_search_compares_auto_run_with_options_against_the_plain_auto(load_script, tmp_path):
+    """``--placers auto -O auto.candidates=round_robin``: the reference was that run of auto itself (1.000 where its
+    step is 8.094 ms against the plain auto's 5.436 ms on ptb_002 on k80x2)."""
+    search = load_script("benchmarks.search")
+    args = argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=["k80x2"], seed=0,
+                              placers=["auto"], option=["auto.candidates=round_robin"], budget=5, jobs=1,
+                              out=str(tmp_path))
+    (line,) = search.bench_search(args)
+    steps = {r["options"]: float(r["step_time_s"]) for r in csv.DictReader((tmp_path / "results.csv").open())}
+    assert line["auto_n"] == 1 and line["auto"] == pytest.approx(steps['{"candidates": "round_robin"}'] / steps["{}"])
+    assert line["auto"] > 1.0
+
+
 def test_curves_refuse_a_placer_with_no_budget_before_placing(load_script, tmp_path, capsys):
     bench = load_script("bench")
     code = bench.main(["curves", "--graphs", "datasets/ptb/ptb_002.gnpg", "--cluster", "k80x2", "--placers",
