@@ -342,7 +342,8 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
     gave each of the 2 busy workers a 16th of them); later calls run on the same workers. Results come
     in the order of the tasks either way. When the body stops on an error (a task's included) or Ctrl-C,
     the workers are ended at once: the tasks under way are lost rather than waited for, and the queued
-    ones never start.
+    ones never start. A SIGTERM stops the body as Ctrl-C does (:func:`sigterm_as_interrupt`), one job's too: it
+    ended that one at once, with no word of it.
 
     Args:
         jobs (int): most worker processes; 1 or less runs the tasks in this process.
@@ -353,7 +354,8 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
         [1, 2]
     """
     if jobs <= 1:
-        yield map
+        with sigterm_as_interrupt():  # (a Lightning fit among the tasks keeps Lightning's own: sigterm_left_default)
+            yield map
         return
     started: list[ProcessPoolExecutor] = []  # the pool, once a call has tasks: at most one
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gnplace.workers import PARENT_POLL_S, process_pool
+from gnplace.workers import PARENT_POLL_S, process_pool, task_mapper
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,6 +230,24 @@ class _InlinePool:
 
     def shutdown(self, wait=True, cancel_futures=False):
         pass
+
+
+def _terminate_self(i):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # the handler runs at the next bytecode
+    return i
+
+
+def test_task_mapper_of_one_job_stops_on_sigterm_as_on_ctrl_c():
+    """One job ran its tasks here with no SIGTERM handler: a kill ended the process at once and without a word
+    (``scripts/bench.py zeroshot -j 1``), where two jobs raise Terminated ("SIGTERM: interrupted", 143)."""
+    from gnplace.exceptions import Terminated
+
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with pytest.raises(Terminated), task_mapper(1) as mapper:
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # else the kill would end the test run
+        list(mapper(_terminate_self, [1, 2]))
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
 def test_task_mapper_starts_no_more_workers_than_tasks(monkeypatch):
