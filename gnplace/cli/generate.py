@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from gnplace.cli.common import check_count, check_output_folder, whole_number, writing
@@ -44,8 +45,23 @@ def run(args: argparse.Namespace) -> int:
         def advance(index: int, graph: Any) -> None:
             bar.advance(f"{args.family}: {graph.name} ({graph.num_ops} ops)")
 
+        files = [Path(args.out) / f"{args.family}_{i:03d}.gnpg" for i in range(args.count)]
+        before = [_stamp(f) for f in files]
         with writing(args.out):
             manifest = generate_dataset(args.family, args.count, args.out, seed=args.seed, test_count=args.test_count,
                                         optimizer=args.optimizer, progress=advance, overwrite=args.overwrite)
-    print(f"wrote {args.count} graph{'' if args.count == 1 else 's'} and {manifest}")
+    # a rerun keeps the graphs already drawn there: "wrote 32 graphs" said so of a rerun that wrote none
+    kept = sum(b is not None and b == _stamp(f) for f, b in zip(files, before, strict=True))
+    wrote = args.count - kept
+    print(f"wrote {wrote} graph{'' if wrote == 1 else 's'} and {manifest}"
+          + (f" (kept {kept} drawn there before)" if kept else ""))
     return 0
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """``path``'s inode and modification time (ns), which a graph written again (atomically) changes; None: no file."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns

@@ -81,3 +81,17 @@ def test_a_seed_that_is_no_whole_number_is_refused_as_every_command_refuses_it(t
     assert stop.value.code == 2 and not (tmp_path / "d").exists()
     shown = repr(seed) if seed == "x" else seed
     assert f"argument --seed/-s: expected a whole number >= 0, got {shown}" in capsys.readouterr().err
+
+
+def test_a_rerun_says_it_kept_the_graphs_drawn_before_not_that_it_wrote_them(tmp_path, capsys):
+    """A second ``generate`` of one dataset wrote nothing, yet printed ``wrote 2 graphs``."""
+    args = ["generate", "--family", "ptb", "--count", "2", "--seed", "4", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert capsys.readouterr().out.endswith(f"wrote 2 graphs and {tmp_path / 'manifest.json'}\n")
+    (tmp_path / "ptb_001.gnpg").unlink()  # an interrupted run's folder: one graph left to draw
+    assert main(args) == 0
+    assert capsys.readouterr().out.endswith(
+        f"wrote 1 graph and {tmp_path / 'manifest.json'} (kept 1 drawn there before)\n")
+    assert main(args) == 0
+    assert capsys.readouterr().out.endswith(
+        f"wrote 0 graphs and {tmp_path / 'manifest.json'} (kept 2 drawn there before)\n")
