@@ -955,7 +955,8 @@ def fit(
     learner = PlacementLearner(config, timer)
     last = out / "checkpoints" / "last.ckpt"
     if last.exists() and not resume:  # a new run would overwrite it
-        raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): resume it, or use another folder")
+        raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): resume it (--resume), or use "
+                              "another folder")
     if resume and last.exists():
         _check_resumable(last, config, data)
     bars = progress_callbacks(progress, "train", iterations)

@@ -404,7 +404,7 @@ def test_fit_refuses_to_overwrite_a_run_or_to_resume_one_of_other_settings_or_pa
     with quiet_lightning():
         fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
     saved = (tmp_path / "checkpoints" / "last.ckpt").read_bytes()
-    with pytest.raises(InvalidArgument, match="holds a run already"):  # it was overwritten
+    with pytest.raises(InvalidArgument, match=r"holds a run already .*: resume it \(--resume\)"):  # it was overwritten
         fit(pair, tmp_path, config=tiny, iterations=3, progress=False)
     with pytest.raises(InvalidCheckpoint, match=r"other learner settings \(lr\)"):  # a size mismatch's traceback
         fit(pair, tmp_path, config=replace(tiny, lr=0.5), iterations=3, resume=True, progress=False)

@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         placer.progress = False
     if hasattr(placer, "out_option"):  # its messages name its folder as typed here: -o is the placement file
         placer.out_option = f"-O {args.placer}.out"
+        placer.resume_option = f"-O {args.placer}.resume=true"
     start = time.perf_counter()
     placement = check_placed(placer.place(graph, cluster, seed=args.seed), graph, cluster, args.placer)
     took = time.perf_counter() - start

@@ -129,8 +129,8 @@ class MeasurementJournal:
             return
         if not resume:
             if self._holds_measurements():
-                raise InvalidArgument(f"{self.path.parent} holds a run's measurements ({self.path.name}): resume it, "
-                                      "or use another -o")
+                raise InvalidArgument(f"{self.path.parent} holds a run's measurements ({self.path.name}): resume it "
+                                      "(--resume), or use another -o")
             return
         self._read()
 

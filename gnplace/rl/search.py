@@ -223,6 +223,9 @@ class PPOSearchPlacer:
     #: How the user names ``out`` in messages: ``gnplace finetune``'s ``-o``; ``gnplace place`` sets
     #: ``-O NAME.out`` (there ``-o`` is the placement file).
     out_option = "-o"
+    #: How the user asks for a resume in messages: ``gnplace finetune``'s ``--resume``; ``gnplace place`` sets
+    #: ``-O NAME.resume=true``.
+    resume_option = "--resume"
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
@@ -440,8 +443,8 @@ class PPOSearchPlacer:
                 raise InvalidCheckpoint(f"{last}: not a checkpoint file (move it away or use another "
                                         f"{self.out_option})")
             if not self.resume:  # a new run would overwrite it: the earlier run's state is not ours to drop
-                raise InvalidArgument(f"{last.parent} holds a run already ({last.name}): resume it, or use another "
-                                      f"{self.out_option}")
+                raise InvalidArgument(f"{last.parent} holds a run already ({last.name}): resume it "
+                                      f"({self.resume_option}), or use another {self.out_option}")
             saved_start = self.check_resumable(last, identity, cluster).get("start")  # refused before anything is timed
             resume_from = str(last)
         if graph.num_ops == 0:

@@ -49,6 +49,17 @@ def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys, docume
     assert enough["zero_shot_s"] is not None and enough["zero_shot_budget_needed"] is None
 
 
+def test_a_folder_holding_a_run_names_the_flag_that_resumes_it(tmp_path, capsys):
+    """Rerunning ``gnplace finetune`` into its folder said "resume it", naming no flag: it is ``--resume``."""
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "last.ckpt").write_bytes(b"an earlier run")
+    assert main(["finetune", str(graph), "-c", "k80x2", "--budget", "30", "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("holds a run already (last.ckpt): resume it (--resume), or use another -o\n"), err
+    assert err.count("\n") == 1 and (tmp_path / "run" / "last.ckpt").read_bytes() == b"an earlier run"
+
+
 def test_a_quarter_of_the_budget_anneals_from_the_searchs_best_unless_polish_says_otherwise(tmp_path, capsys):
     graph = save_graph(layered_graph(120, width=6, seed=2), tmp_path / "g.gnpg")  # more placements than the budget
     base = ["finetune", str(graph), "-c", "k80x4", "--budget", "160", "--samples", "8", "--epochs", "1", "--json"]

@@ -573,7 +573,8 @@ def test_a_search_folder_holding_a_run_names_the_option_that_set_it(tmp_path, ca
                  *extra, "-O", f"{placer}.out={tmp_path}"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
-    assert err.endswith(f"holds a run already (last.ckpt): resume it, or use another -O {placer}.out\n"), err
+    assert err.endswith(f"holds a run already (last.ckpt): resume it (-O {placer}.resume=true), or use another "
+                        f"-O {placer}.out\n"), err
     assert (tmp_path / "last.ckpt").read_bytes() == b"an earlier run"
 
 

@@ -101,7 +101,7 @@ def test_a_new_run_does_not_drop_measurements_and_starts_an_empty_journal_afresh
     graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
     timer = _journaled(step, path, [[0] * graph.num_ops])
     saved = path.read_bytes()
-    with pytest.raises(InvalidArgument, match=r"holds a run's measurements \(m.jsonl\): resume it, or use another -o"):
+    with pytest.raises(InvalidArgument, match=r"holds a run's measurements \(m.jsonl\): resume it \(--resume\), or use another -o"):
         MeasurementJournal(path, IDENTITY)
     assert path.read_bytes() == saved
     path.write_text(json.dumps({"format": JOURNAL_FORMAT, "identity": {"other": 1}}) + "\n")  # a header alone
