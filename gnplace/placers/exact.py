@@ -300,7 +300,7 @@ class ExactPlacer:
         if graph.num_groups > self.max_groups:
             raise UnsupportedGraph(
                 f"graph {graph.name!r} has {graph.num_groups} colocation groups, more than ExactPlacer's "
-                f"max_groups={self.max_groups}; coarsen it or use a search placer such as 'annealing'"
+                f"max_groups={self.max_groups}; coarsen it (gnplace.coarsen) or use a search placer such as 'annealing'"
             )
         _check_model_size(graph, cluster)
         self._check_parameters_fit(graph, cluster)

@@ -339,7 +339,7 @@ def test_activation_memory_counts(small_gpus):
 
 def test_too_many_groups_is_unsupported():
     g = chain_graph(8)
-    message = r"^graph 'chain8' has 8 colocation groups, more than ExactPlacer's max_groups=5; coarsen it"
+    message = r"^graph 'chain8' has 8 colocation groups, more than ExactPlacer's max_groups=5; coarsen it \(gnplace\.coarsen\) or use a "
     with pytest.raises(UnsupportedGraph, match=message):
         ExactPlacer(max_groups=5).place(g, load_cluster("k80x2"))
 
