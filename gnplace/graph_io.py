@@ -637,6 +637,10 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
         raise InvalidGraph(f"{path}: an ONNX model, not a gnplace graph file; read it with "
                            f"gnplace.importers.onnx.from_onnx, or convert it with `gnplace import {path} -o "
                            "GRAPH.gnpg` (gnplace place reads ONNX files directly)")
+    if path.is_dir() and ((path / "manifest.json").is_file() or any(path.glob("*.gnpg"))):
+        # was "is a folder, not a graph file": no word of which file, or of the commands that read a folder
+        raise InvalidGraph(f"{path}: is a folder of graphs, not a graph file: give one of its graph files, or the "
+                           "folder to a command that reads one (gnplace evaluate -g FOLDER)")
     raw = read_file(path, InvalidGraph, "graph file")
     try:
         if raw[:2] == b"\x1f\x8b":
@@ -645,6 +649,10 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
     except InvalidGraph as err:
         problem = str(err).removeprefix(f"{path}: ")
         raise InvalidGraph(f"{path}: not a readable gnplace graph file ({problem})") from err
+    if isinstance(data, dict) and data.get("format") == "gnplace-dataset":
+        # a dataset's manifest.json was "not a gnplace graph file (no 'format' field)"
+        raise InvalidGraph(f"{path}: a dataset's manifest, not a graph file: give one of the graph files it lists, "
+                           "or its folder to a command that reads one (gnplace evaluate -g FOLDER)")
     return graph_from_dict(data, source=str(path))
 
 

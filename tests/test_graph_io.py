@@ -1025,3 +1025,19 @@ def test_a_killed_writes_temporary_file_of_a_long_name_is_removed_too(tmp_path):
     os.utime(left, (old, old))
     write_atomically(tmp_path / name, b"whole")
     assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_a_dataset_folder_or_its_manifest_given_as_a_graph_names_what_to_give(tmp_path):
+    """``place datasets/real`` said only "is a folder, not a graph file", and ``place datasets/real/manifest.json``
+    "not a gnplace graph file (no 'format' field)": neither named a graph file of it or ``evaluate -g``."""
+    from gnplace.shipped import shipped_path
+
+    folder = shipped_path("datasets/real")
+    with pytest.raises(InvalidGraph, match=r"real: is a folder of graphs, not a graph file: give one of its graph "
+                                           r"files, or the folder to a command that reads one \(gnplace evaluate -g"):
+        load_graph(folder)
+    with pytest.raises(InvalidGraph, match=r"manifest.json: a dataset's manifest, not a graph file: give one of the "
+                                           r"graph files it lists"):
+        load_graph(folder / "manifest.json")
+    with pytest.raises(InvalidGraph, match=r": is a folder, not a graph file$"):  # a folder of no graphs: as before
+        load_graph(tmp_path)
