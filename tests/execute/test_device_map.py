@@ -229,7 +229,12 @@ def test_compare_device_maps_refuses_another_models_module_with_a_map_given():
         compare_device_maps(graph, cluster, placement, "net", device_map=given)
     with pytest.raises(InvalidArgument, match=r"compare_device_maps's module is not the one .* e\.g\. '1\.bias'"):
         compare_device_maps(graph, cluster, placement, other, device_map=given)
+    for device_map in (None, given):  # refused before accelerate's map of it named a module the graph lacks
+        with pytest.raises(InvalidArgument, match=r"module is not the one .*: it holds 2 trained parameters the graph "
+                                                  r"has none of, e\.g\. '4\.bias'"):
+            compare_device_maps(graph, cluster, placement, larger, device_map=device_map)
     pytest.importorskip("accelerate")
+    larger[4].requires_grad_(False)  # frozen, so not refused as grown: accelerate's map of it names a module too many
     for device_map in (None, given):
         with pytest.raises(InvalidArgument, match=r"module is not the one .*accelerate_auto map of it, device_map key "
                                                   r"'4' names no module"):
