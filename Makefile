@@ -32,7 +32,7 @@ test: $(STAMP)
 	$(VENV)/bin/mypy gnplace scripts & mypy=$$!; \
 	  $(BYTECODE) $(PY) -m pytest --collect-only -q -p no:xdist > /dev/null; \
 	  wait $$mypy
-	$(BYTECODE) $(PY) -m pytest -n 2 --maxschedchunk 1
+	$(BYTECODE) $(PY) -m pytest -n 2 --maxschedchunk 1 --durations=20
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gnplace tests scripts
