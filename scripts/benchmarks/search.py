@@ -30,7 +30,7 @@ from .common import (
 
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
-    from gnplace.evaluate import Task, cluster_slot, evaluate, stale_note, task_key
+    from gnplace.evaluate import Task, cluster_slot, evaluate, rows_made_by, stale_note, task_key
     from gnplace.evaluate_summary import spent_budget, summary_budget
     from gnplace.graph_files import collect_graphs
     from gnplace.placers import make_placer
@@ -63,7 +63,10 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     def stale(count: int) -> None:  # rows of a cluster file since changed went without a word
         print(stale_note(count, Path(args.out) / "results.csv"), flush=True)
 
-    rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress, reused=reused, stale=stale)
+    # the rows these tasks made: the folder keeps rows of other simulator modes beside them (gnplace evaluate
+    # --mode placeto into it), which were summarised with these, against the placeto auto where it came last
+    rows = rows_made_by(tasks, evaluate(tasks, args.out, jobs=args.jobs, progress=progress, reused=reused,
+                                        stale=stale))
 
     def slot(row: Any) -> str:
         return str(row.cluster_spec or cluster_slot(row.cluster))

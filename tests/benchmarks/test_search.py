@@ -136,6 +136,25 @@ def test_search_compares_auto_run_with_options_against_the_plain_auto(load_scrip
     assert line["auto"] > 1.0
 
 
+def test_search_leaves_out_rows_of_another_simulator_mode_in_its_folder(load_script, tmp_path):
+    """``gnplace evaluate --mode placeto -p auto,annealing --budget 5`` into the folder: its rows stay beside the
+    search's (a row's slot holds its mode), and were summarised with them: annealing / auto 0.930 over 2 runs of one
+    graph, against the placeto auto (6.015 ms, not the 5.436 ms of the auto the search runs) on ptb_002, k80x2."""
+    from gnplace.evaluate import Task, evaluate
+
+    search = load_script("benchmarks.search")
+    graph = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")
+    evaluate([Task(graph, "k80x2", "auto", mode="placeto"),
+              Task(graph, "k80x2", "annealing", budget=5, mode="placeto")], tmp_path)
+    args = argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=["k80x2"], seed=0,
+                              placers=["annealing"], option=[], budget=5, jobs=1, out=str(tmp_path))
+    (line,) = search.bench_search(args)
+    steps = {(r["placer"], r["mode"]): float(r["step_time_s"])
+             for r in csv.DictReader((tmp_path / "results.csv").open())}
+    assert line["annealing_n"] == 1
+    assert line["annealing"] == pytest.approx(steps[("annealing", "default")] / steps[("auto", "default")])
+
+
 def test_curves_refuse_a_placer_with_no_budget_before_placing(load_script, tmp_path, capsys):
     bench = load_script("bench")
     code = bench.main(["curves", "--graphs", "datasets/ptb/ptb_002.gnpg", "--cluster", "k80x2", "--placers",
