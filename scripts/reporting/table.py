@@ -24,12 +24,13 @@ def rows_of(tasks: list[Any], rows: list[Any]) -> list[Any]:
 def table_placements(tasks: list[Any], folder: Path, jobs: int, label: str = "section 1") -> list[Any]:
     """Section 1's placements through ``gnplace.evaluate`` (resuming from ``folder``), a line as each finishes.
 
-    ``label`` names them in those lines (``[report] section 1: 3 saved, 5 to run``).
+    ``label`` names them in those lines (``[report] section 1: 3 saved, 5 to run``), and in the line of saved rows
+    dropped as timed on inputs that changed since (:func:`gnplace.evaluate.stale_note`).
 
     Returns:
         list: the rows of ``folder/results.csv`` (:func:`rows_of` picks those of ``tasks``).
     """
-    from gnplace.evaluate import evaluate, task_key
+    from gnplace.evaluate import evaluate, stale_note, task_key
 
     total = len({task_key(t) for t in tasks})  # a task asked twice runs once
     todo = [total]
@@ -44,7 +45,10 @@ def table_placements(tasks: list[Any], folder: Path, jobs: int, label: str = "se
         print(f"[report] {label} {done[0]}/{todo[0]}: {row.graph}|{row.cluster}|{row.placer}"
               + (f" ERROR {row.error}" if row.error else ""), flush=True)
 
-    return evaluate(tasks, folder, jobs=jobs, progress=progress, reused=reused)
+    def stale(count: int) -> None:  # rows of a graph or cluster file since changed went without a word
+        print(f"[report] {label}: {stale_note(count, Path(folder) / 'results.csv')}", flush=True)
+
+    return evaluate(tasks, folder, jobs=jobs, progress=progress, reused=reused, stale=stale)
 
 
 def baseline_summary(config: Config, folder: Path, jobs: int) -> list[dict[str, Any]]:

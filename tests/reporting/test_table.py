@@ -38,6 +38,26 @@ def test_section_one_prints_each_placement_and_what_an_earlier_run_saved(tmp_pat
     assert len(rows) == 3 and "section 1: 2 saved, 1 to run" in out and "section 1 1/1: mlp1x8w6144b256|k80x2|m_etf" in out
 
 
+def test_section_one_says_how_many_saved_rows_of_a_changed_cluster_file_it_drops(tmp_path, load_script, capsys):
+    """A cluster file edited between two reports: its saved rows went without a word, where gnplace evaluate and
+    bench.py search print stale_note's line."""
+    import shutil
+
+    from gnplace.evaluate import Task
+
+    table = load_script("reporting.table")
+    graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    cluster = tmp_path / "c.yaml"
+    shutil.copy2(ROOT / "gnplace" / "clusters" / "k80x2.yaml", cluster)
+    tasks = [Task(graph, str(cluster), "single"), Task(graph, str(cluster), "heft")]
+    table.table_placements(tasks, tmp_path / "out", 1)
+    cluster.write_text(cluster.read_text().replace("count: 2", "count: 3"))
+    capsys.readouterr()
+    assert len(table.table_placements(tasks[:1], tmp_path / "out", 1)) == 1
+    out = capsys.readouterr().out
+    assert f"[report] section 1: dropping 2 saved rows of {tmp_path / 'out' / 'results.csv'} timed on inputs" in out
+
+
 def test_section_one_leaves_out_the_rows_of_a_copy_of_a_graph_file(tmp_path, load_script):
     """A copy of a graph file at another path has the same key: by key alone, the rows an earlier run saved of the
     copy were this table's rows too (two rows of single for one task)."""
