@@ -244,10 +244,6 @@ class PlacedModule(torch.nn.Module):
         if spec != self.input_spec:
             raise InvalidArgument(f"the placed step takes inputs nested as {_nesting(self.input_spec)} (the example "
                                   f"inputs), got {_nesting(spec)}")
-        # in other train / eval modes than at apply (model.eval() for validation): the step recorded in them
-        program, plan, forward_only = self._step_in_modes(leaves) if switched else \
-            (self.program, self.plan, None)
-        moved = []
         for k, (x, recorded) in enumerate(zip(leaves, self.program.inputs)):
             if isinstance(x, torch.Tensor) != isinstance(recorded, torch.Tensor) or (
                     not isinstance(x, torch.Tensor) and not _same_constant(x, recorded)):
@@ -275,8 +271,13 @@ class PlacedModule(torch.nn.Module):
                         f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "
                         "give apply example inputs with requires_grad=True where the gradient is wanted"
                     )
-                x = _laid_out_as(x.to(self.devices[plan.input_device.get(k, 0)]), recorded)
-            moved.append(x)
+        # in other train / eval modes than at apply (model.eval() for validation): the step recorded in them, on
+        # inputs checked first (recorded on a refused batch, it was kept for these modes: later calls failed)
+        program, plan, forward_only = self._step_in_modes(leaves) if switched else \
+            (self.program, self.plan, None)
+        moved = [_laid_out_as(x.to(self.devices[plan.input_device.get(k, 0)]), recorded)
+                 if isinstance(x, torch.Tensor) else x
+                 for k, (x, recorded) in enumerate(zip(leaves, self.program.inputs))]
         named = dict(self.module.named_parameters())
         params = [named[n] for n in program.params]
         if not (torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad

@@ -435,6 +435,19 @@ def test_a_validation_loop_in_eval_mode_computes_as_eager_in_eval_mode():
         old(x)
 
 
+def test_a_batch_refused_in_eval_mode_leaves_no_step_recorded_for_its_shape():
+    """The step in eval mode was recorded on the call's batch before its shape was checked: a refused smaller batch
+    (4 rows, recorded for 6) left a step of 4 rows kept for eval mode, and every later eval call with the right batch
+    failed (ExecutionFailed: size 4 must match 6). The batch is checked first now: the next call computes as eager."""
+    net, eager, x, placed = _dropout_mlp_placed(8, 6)
+    net.eval()
+    eager.eval()
+    with pytest.raises(InvalidArgument, match=r"^input 0 has shape \(4, 5\); the step was recorded for \(6, 5\)"):
+        placed(torch.randn(4, 5))
+    assert not placed.__dict__.get("_mode_steps")
+    torch.testing.assert_close(placed(x), _loss(eager(x)))
+
+
 class _HeadInFloat32(torch.nn.Module):
     """A body under the caller's autocast and a head it turns off for (``enabled=False``): float32 products."""
 
