@@ -324,6 +324,10 @@ class PlacedModule(torch.nn.Module):
             with warnings.catch_warnings():  # apply warned of the module's hooks, globals and loss already
                 warnings.simplefilter("ignore")
                 step = import_step(self.module, tuple(tree_unflatten(example, self.input_spec)), loss=self.step_loss)
+            # a plain tensor attribute only these modes read (y / self.temperature in eval): changed later, it is
+            # warned of as one the step at apply reads (it was not: the step kept its old values silently)
+            for attribute, held in _tensor_constants(self.module, step).items():
+                self.recorded_tensors.setdefault(attribute, held)
             graph = step.graph
             devices = np.array([self.node_devices.get(name, -1) for name in graph.node_names], dtype=np.int64)
             for v in np.flatnonzero(devices < 0):

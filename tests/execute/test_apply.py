@@ -448,6 +448,33 @@ def test_a_batch_refused_in_eval_mode_leaves_no_step_recorded_for_its_shape():
     torch.testing.assert_close(placed(x), _loss(eager(x)))
 
 
+class _TemperedInEval(torch.nn.Module):
+    """A linear layer whose output eval mode divides by a plain tensor attribute (no buffer) the train step never reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.temperature = torch.nn.Linear(5, 3), torch.tensor(2.0)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y if self.training else y / self.temperature
+
+
+def test_a_tensor_attribute_only_eval_mode_reads_is_warned_of_when_assigned_after_its_step_is_recorded():
+    """A plain tensor attribute that only the eval step reads, assigned another tensor after that step was recorded
+    (temperature 2 -> 5), kept the recorded 2 silently: a loss of 0.094 where eager's is 0.015, with no warning, where
+    one the step at apply reads is warned of. It is warned of so now."""
+    torch.manual_seed(0)
+    net = _TemperedInEval()
+    placed, _ = _placed_at_random_on_two_cpus(net, torch.randn(6, 5))
+    net.eval()
+    placed(torch.randn(6, 5))
+    net.temperature = torch.tensor(5.0)
+    with pytest.warns(UserWarning, match=r"^gnplace.apply: tensor attribute temperature of module 'the module' was "
+                                         r"assigned another tensor since the step was recorded"):
+        placed(torch.randn(6, 5))
+
+
 class _HeadInFloat32(torch.nn.Module):
     """A body under the caller's autocast and a head it turns off for (``enabled=False``): float32 products."""
 
