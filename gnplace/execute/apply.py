@@ -113,7 +113,7 @@ def _run(placed: PlacedModule, program: Program, plan: Plan, params: Sequence[to
 
     ``params`` are the module's parameters, in ``program.params`` order; ``inputs`` the inputs, each on its device.
     """
-    live = placed.live_state()
+    live = placed.live_state(program)
     detached = {name: t.detach() for name, t in zip(program.params, params)}
     out = run_step(program, plan, placed.devices, params=detached, inputs=inputs,
                    buffers={name: live[name] for name in program.buffers})
@@ -295,6 +295,8 @@ class PlacedModule(torch.nn.Module):
     def _step_in_modes(self, leaves: list[Any]) -> tuple[Program, Plan, tuple[Program, Plan] | None]:
         """The step in the module's train / eval modes now, its plan and its forward alone; recorded once per modes.
 
+        Once per set of frozen parameters too: one frozen at the recording is a constant of that step.
+
         Recorded on the call's inputs (``leaves``, checked against the example inputs' shapes and constants), each
         input with a gradient where the step at :func:`apply` computes one. Each op runs where the op of the same name
         in the placed step runs; an op only these modes have (batch norm's kernel for running statistics) where
@@ -307,7 +309,9 @@ class PlacedModule(torch.nn.Module):
         """
         from gnplace.importers.torch import import_step
 
-        key = tuple((name, m.training) for name, m in self.module.named_modules())
+        # and per set of frozen parameters: one frozen at the recording is a constant of that step, without gradient
+        key = (tuple((name, m.training) for name, m in self.module.named_modules()),
+               tuple(name for name, p in self.module.named_parameters() if not p.requires_grad))
         steps: dict[Any, tuple[Program, Plan, tuple[Program, Plan] | None]] = \
             self.__dict__.setdefault("_mode_steps", {})
         if key not in steps:
@@ -444,8 +448,12 @@ class PlacedModule(torch.nn.Module):
             )
         return tuple(given)
 
-    def live_state(self) -> dict[str, torch.Tensor]:
+    def live_state(self, program: Program | None = None) -> dict[str, torch.Tensor]:
         """The module's buffers and frozen parameters as they are now: the step reads them at each call.
+
+        Args:
+            program (Program, optional): the step whose frozen parameters to give (default: :attr:`program`; a step
+                recorded in other modes has those frozen at its recording).
 
         Raises:
             InvalidArgument: if a parameter frozen when the step was recorded trains now (the step has
@@ -453,11 +461,12 @@ class PlacedModule(torch.nn.Module):
         """
         state = dict(self.module.named_buffers())
         params = dict(self.module.named_parameters())
-        unfrozen = sorted(k for k in self.program.buffers if k in params and params[k].requires_grad)
+        program = self.program if program is None else program
+        unfrozen = sorted(k for k in program.buffers if k in params and params[k].requires_grad)
         if unfrozen:
             raise InvalidArgument(f"parameter {unfrozen[0]} was frozen when the step was recorded and trains now: "
                                   "apply again to get its gradient")
-        state.update({k: p for k, p in params.items() if k in self.program.buffers})
+        state.update({k: p for k, p in params.items() if k in program.buffers})
         return state
 
     def _warn_changed_attributes(self) -> None:

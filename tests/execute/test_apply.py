@@ -448,6 +448,25 @@ def test_a_batch_refused_in_eval_mode_leaves_no_step_recorded_for_its_shape():
     torch.testing.assert_close(placed(x), _loss(eager(x)))
 
 
+def test_a_parameter_frozen_before_an_eval_call_gets_no_gradient_and_one_unfrozen_again_gets_eagers():
+    """A parameter frozen after apply (fine-tuning the head alone), then a call in eval mode with gradients, was a
+    KeyError ('0.weight') from inside the placed step: the eval step, recorded with it frozen, reads it as a constant,
+    and its value was looked up among the constants of the step at apply. It computes eager's gradients now, and after the
+    parameter is unfrozen again, the step is recorded again (the one kept has no gradient for it)."""
+    net, eager, x, placed = _dropout_mlp_placed(8, 6)
+    for trainable in (False, True):
+        for model in (net, eager):
+            model.eval()
+            model[0].weight.requires_grad_(trainable)
+            model.zero_grad()
+        placed(x).backward()
+        _loss(eager(x)).backward()
+        assert (net[0].weight.grad is None) is not trainable
+        for (name, p), q in zip(net.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=name)
+    assert len(placed.__dict__["_mode_steps"]) == 2
+
+
 class _TemperedInEval(torch.nn.Module):
     """A linear layer whose output eval mode divides by a plain tensor attribute (no buffer) the train step never reads."""
 
