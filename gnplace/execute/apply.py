@@ -227,14 +227,7 @@ class PlacedModule(torch.nn.Module):
                 f"{_autocast_text(self.recorded_autocast)} and runs the casts it was recorded with, not those eager "
                 "would make now: call it as it was recorded, or apply again in the autocast state it is called in"
             )
-        recorded_default = getattr(self.program, "default_dtype", None)  # None: no op of the step reads it
-        if recorded_default is not None and torch.get_default_dtype() != recorded_default:
-            raise InvalidArgument(
-                f"torch's default dtype is {torch.get_default_dtype()} now, and the placed step was recorded under "
-                f"{recorded_default}: its ops that make floating tensors without a dtype (torch.ones(n), an integer "
-                "tensor divided) make the recorded one, not what eager would make now: call it under "
-                f"torch.set_default_dtype({recorded_default}), or apply again under the default it is called in"
-            )
+        _check_default_dtype(self.program)
         self._check_state(moved=True)
         self._warn_changed_attributes()
         leaves, spec = input_leaves(_keyed_as(inputs, self.input_spec))
@@ -275,6 +268,8 @@ class PlacedModule(torch.nn.Module):
         # inputs checked first (recorded on a refused batch, it was kept for these modes: later calls failed)
         program, plan, forward_only = self._step_in_modes(leaves) if switched else \
             (self.program, self.plan, None)
+        if switched:  # an op only these modes have may read the default dtype (y + torch.arange(3) / 3 in eval)
+            _check_default_dtype(program)
         moved = [_laid_out_as(x.to(self.devices[plan.input_device.get(k, 0)]), recorded)
                  if isinstance(x, torch.Tensor) else x
                  for k, (x, recorded) in enumerate(zip(leaves, self.program.inputs))]
@@ -655,6 +650,22 @@ def apply(
         raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
                               "run the step)")
     return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
+
+
+def _check_default_dtype(program: Program) -> None:
+    """Refuse a call under another default dtype than ``program`` was recorded under, where an op of it reads it.
+
+    Raises:
+        InvalidArgument: naming both dtypes and the fix.
+    """
+    recorded_default = getattr(program, "default_dtype", None)  # None: no op of the step reads it
+    if recorded_default is not None and torch.get_default_dtype() != recorded_default:
+        raise InvalidArgument(
+            f"torch's default dtype is {torch.get_default_dtype()} now, and the placed step was recorded under "
+            f"{recorded_default}: its ops that make floating tensors without a dtype (torch.ones(n), an integer "
+            "tensor divided) make the recorded one, not what eager would make now: call it under "
+            f"torch.set_default_dtype({recorded_default}), or apply again under the default it is called in"
+        )
 
 
 def _check_step_loss(loss: Callable[[Any], torch.Tensor], step: Any) -> None:

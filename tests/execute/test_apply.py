@@ -467,6 +467,37 @@ def test_a_parameter_frozen_before_an_eval_call_gets_no_gradient_and_one_unfroze
     assert len(placed.__dict__["_mode_steps"]) == 2
 
 
+class _RampInEval(torch.nn.Module):
+    """A linear layer whose output eval mode shifts by ``torch.arange(3) / 3``: a tensor of torch's default dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y if self.training else y + torch.arange(3) / 3
+
+
+def test_an_eval_call_under_another_default_dtype_than_its_step_was_recorded_under_is_refused():
+    """The default dtype was checked against the step at apply alone, which reads none: the eval step, recorded
+    under float32, ran under float64 too, with float32 where eager computes in float64 (silently). It is refused now,
+    as the step at apply is."""
+    torch.manual_seed(0)
+    net, x = _RampInEval(), torch.randn(6, 5)
+    placed, _ = _placed_at_random_on_two_cpus(net, x)
+    net.eval()
+    placed(x)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(InvalidArgument, match=r"^torch's default dtype is torch.float64 now, and the placed step "
+                                                  r"was recorded under torch.float32"):
+            placed(x)
+    finally:
+        torch.set_default_dtype(default)
+
+
 class _TemperedInEval(torch.nn.Module):
     """A linear layer whose output eval mode divides by a plain tensor attribute (no buffer) the train step never reads."""
 
