@@ -320,9 +320,21 @@ class PlacedModule(torch.nn.Module):
                                       f"({change}): apply again on the module as it is now")
             example = [x.detach().requires_grad_(k in self.program.input_grads) if isinstance(x, torch.Tensor) else x
                        for k, x in enumerate(leaves)]
-            with warnings.catch_warnings():  # apply warned of the module's hooks, globals and loss already
-                warnings.simplefilter("ignore")
-                step = import_step(self.module, tuple(tree_unflatten(example, self.input_spec)), loss=self.step_loss)
+            # every parameter frozen since apply (a model evaluated after training) and no input with a gradient:
+            # no training step to record (UnsupportedGraph, where eager and the step at apply compute the loss); it
+            # is recorded with them trainable, and such a call runs its forward alone, which no gradient changes
+            frozen = [p for p in self.module.parameters() if not p.requires_grad]
+            thaw = frozen if len(frozen) == len(list(self.module.parameters())) and not self.program.input_grads else []
+            try:
+                for p in thaw:
+                    p.requires_grad_(True)
+                with warnings.catch_warnings():  # apply warned of the module's hooks, globals and loss already
+                    warnings.simplefilter("ignore")
+                    step = import_step(self.module, tuple(tree_unflatten(example, self.input_spec)),
+                                       loss=self.step_loss)
+            finally:
+                for p in thaw:
+                    p.requires_grad_(False)
             # a plain tensor attribute only these modes read (y / self.temperature in eval): changed later, it is
             # warned of as one the step at apply reads (it was not: the step kept its old values silently)
             for attribute, held in _tensor_constants(self.module, step).items():

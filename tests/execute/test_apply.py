@@ -467,6 +467,21 @@ def test_a_parameter_frozen_before_an_eval_call_gets_no_gradient_and_one_unfroze
     assert len(placed.__dict__["_mode_steps"]) == 2
 
 
+def test_a_model_frozen_whole_after_apply_is_evaluated_in_eval_mode_as_eager():
+    """Every parameter frozen after training, then the model evaluated in eval mode: the eval step could not be
+    recorded (UnsupportedGraph: 'no trainable parameter ... a training step has no gradient to compute'), where
+    eager and the placed step in train mode compute the loss. It is recorded with them trainable now and its forward
+    runs alone: eager's loss, with or without grad enabled, the parameters left frozen."""
+    net, eager, x, placed = _dropout_mlp_placed(8, 6)
+    for model in (net, eager):
+        model.requires_grad_(False)
+        model.eval()
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad):
+            torch.testing.assert_close(placed(x), _loss(eager(x)))
+    assert not any(p.requires_grad for p in net.parameters())
+
+
 class _RampInEval(torch.nn.Module):
     """A linear layer whose output eval mode shifts by ``torch.arange(3) / 3``: a tensor of torch's default dtype."""
 
