@@ -318,7 +318,7 @@ class PlacedModule(torch.nn.Module):
             if change is not None:  # recorded now, the step would run it, where the step at apply does not
                 raise InvalidArgument(f"the module's train / eval modes changed since apply, and its layers too "
                                       f"({change}): apply again on the module as it is now")
-            example = [x.detach().requires_grad_(k in self.program.input_grads) if isinstance(x, torch.Tensor) else x
+            example = [_recordable(x, k in self.program.input_grads) if isinstance(x, torch.Tensor) else x
                        for k, x in enumerate(leaves)]
             # every parameter frozen since apply (a model evaluated after training) and no input with a gradient:
             # no training step to record (UnsupportedGraph, where eager and the step at apply compute the loss); it
@@ -662,6 +662,19 @@ def apply(
         raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
                               "run the step)")
     return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
+
+
+def _recordable(x: torch.Tensor, grad: bool) -> torch.Tensor:
+    """``x`` detached to record a step on, requiring grad where ``grad``; a copy of it where it is an inference tensor.
+
+    A batch made under ``torch.inference_mode()`` (a validation loader's) cannot be saved for the recording's
+    backward: the step in eval mode failed to record (UnsupportedGraph), where eager's eval call computes on it.
+    """
+    with torch.inference_mode(False):
+        detached = x.detach()
+        if detached.is_inference():
+            detached = detached.clone()
+        return detached.requires_grad_(grad)
 
 
 def _check_default_dtype(program: Program) -> None:

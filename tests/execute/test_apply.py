@@ -482,6 +482,21 @@ def test_a_model_frozen_whole_after_apply_is_evaluated_in_eval_mode_as_eager():
     assert not any(p.requires_grad for p in net.parameters())
 
 
+def test_a_batch_made_under_inference_mode_is_evaluated_in_eval_mode_as_eager():
+    """A validation batch made under torch.inference_mode(), given to the first call in eval mode, was refused: the
+    eval step was recorded on it and an inference tensor cannot be saved for backward (UnsupportedGraph), where eager
+    and the placed step in train mode compute on it. The eval step is recorded on a copy of it now."""
+    net, eager, _, placed = _dropout_mlp_placed(8, 6)
+    with torch.inference_mode():
+        batch = torch.randn(6, 5)
+    net.eval()
+    eager.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(placed(batch), _loss(eager(batch)))
+    with torch.inference_mode():
+        torch.testing.assert_close(placed(batch), _loss(eager(batch)))
+
+
 class _RampInEval(torch.nn.Module):
     """A linear layer whose output eval mode shifts by ``torch.arange(3) / 3``: a tensor of torch's default dtype."""
 
