@@ -259,7 +259,8 @@ class PlacedModule(torch.nn.Module):
                 if x.is_meta:  # was a NotImplementedError ('Cannot copy out of meta tensor') from .to() below
                     raise InvalidArgument(f"{self._input_label(k)} is on the meta device (a shape with no data), and "
                                           "the placed step computes on data: give it a tensor with data")
-                if x.requires_grad and k not in self.program.input_grads:
+                # (under torch.no_grad no gradient can be asked of the loss: the forward runs alone, as eager's does)
+                if x.requires_grad and torch.is_grad_enabled() and k not in self.program.input_grads:
                     raise InvalidArgument(
                         f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "
                         "give apply example inputs with requires_grad=True where the gradient is wanted"

@@ -497,6 +497,25 @@ def test_a_batch_made_under_inference_mode_is_evaluated_in_eval_mode_as_eager():
         torch.testing.assert_close(placed(batch), _loss(eager(batch)))
 
 
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_an_input_that_requires_grad_is_refused_only_where_a_gradient_can_be_asked(mode):
+    """A batch that requires grad (an adversarial example), called under torch.no_grad, was refused as one the step
+    computes no gradient for, where no gradient can be asked and eager computes the loss. Under no_grad it runs the
+    forward alone now, as eager; with gradients on, it is still refused."""
+    net, eager, _, placed = _dropout_mlp_placed(8, 6)
+    net.train(mode == "train")
+    eager.train(mode == "train")
+    batch = torch.randn(6, 5, requires_grad=True)
+    with torch.no_grad():
+        torch.manual_seed(0)
+        loss = placed(batch)
+        torch.manual_seed(0)
+        torch.testing.assert_close(loss, _loss(eager(batch)))
+    with pytest.raises(InvalidArgument, match=r"^input 0 requires grad, but the step was recorded without its "
+                                              r"gradient"):
+        placed(batch)
+
+
 class _RampInEval(torch.nn.Module):
     """A linear layer whose output eval mode shifts by ``torch.arange(3) / 3``: a tensor of torch's default dtype."""
 
