@@ -357,6 +357,19 @@ class PlacedModule(torch.nn.Module):
                     "in these modes"
                 )
             steps[key] = (program, plan, program.forward_only(plan))
+            self.__dict__.setdefault("_mode_attributes", {})[key] = _plain_attributes(self.module)
+        # a number forward reads is a constant of this step too: set again since it was recorded, it is warned of (the
+        # warning of a change since apply comes once, and a later change of one only these modes read was silent)
+        now = _plain_attributes(self.module)
+        for attribute, recorded in self.__dict__.get("_mode_attributes", {}).get(key, {}).items():
+            value = now.get(attribute, recorded)
+            if value != recorded and (attribute, "value in modes") not in self._warned:
+                self._warned.add((attribute, "value in modes"))
+                where, name = attribute
+                warnings.warn(f"gnplace.apply: attribute {name} of module {where or 'the module'!r} is {value!r} now "
+                              f"and was {recorded!r} when the step in these train / eval modes was recorded; if "
+                              "forward reads it, the placed step still computes with the recorded value: apply again "
+                              "to use the new one", stacklevel=3)
         return steps[key]
 
     def forward_only(self) -> tuple[Program, Plan] | None:
@@ -375,6 +388,7 @@ class PlacedModule(torch.nn.Module):
         state: dict[str, Any] = super().__getstate__()
         state.pop("_forward_step", None)
         state.pop("_mode_steps", None)
+        state.pop("_mode_attributes", None)
         return state
 
     def _refuse_tensors_in_constants(self, step: Any) -> None:
