@@ -118,10 +118,15 @@ def after_interrupt(err: BaseException) -> bool:  # a helper, as first_line
         ...     after_interrupt(err), after_interrupt(SystemExit(1))
         (True, False)
     """
+    return in_chain(err, KeyboardInterrupt)
+
+
+def in_chain(err: BaseException, kind: type[BaseException]) -> bool:  # a helper, as first_line
+    """Whether ``err`` or an exception in its cause or context chain is a ``kind`` (each looked at once)."""
     seen: set[int] = set()
     cause: BaseException | None = err
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
+        if isinstance(cause, kind):
             return True
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__

@@ -652,16 +652,9 @@ def escaped_streams() -> Iterator[None]:
 
 def _terminated(err: BaseException) -> bool:
     """Whether ``err`` carries a :class:`~gnplace.exceptions.Terminated` (a SIGTERM) in its cause or context chain."""
-    from gnplace.exceptions import Terminated
+    from gnplace.exceptions import Terminated, in_chain
 
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, Terminated):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
+    return in_chain(err, Terminated)
 
 
 def _tell_waiting_ranks(reason: str) -> None:
