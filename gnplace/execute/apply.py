@@ -360,16 +360,8 @@ class PlacedModule(torch.nn.Module):
             self.__dict__.setdefault("_mode_attributes", {})[key] = _plain_attributes(self.module)
         # a number forward reads is a constant of this step too: set again since it was recorded, it is warned of (the
         # warning of a change since apply comes once, and a later change of one only these modes read was silent)
-        now = _plain_attributes(self.module)
-        for attribute, recorded in self.__dict__.get("_mode_attributes", {}).get(key, {}).items():
-            value = now.get(attribute, recorded)
-            if value != recorded and (attribute, "value in modes") not in self._warned:
-                self._warned.add((attribute, "value in modes"))
-                where, name = attribute
-                warnings.warn(f"gnplace.apply: attribute {name} of module {where or 'the module'!r} is {value!r} now "
-                              f"and was {recorded!r} when the step in these train / eval modes was recorded; if "
-                              "forward reads it, the placed step still computes with the recorded value: apply again "
-                              "to use the new one", stacklevel=3)
+        self._warn_numbers_changed(self.__dict__.get("_mode_attributes", {}).get(key, {}), "value in modes",
+                                   "the step in these train / eval modes")
         return steps[key]
 
     def forward_only(self) -> tuple[Program, Plan] | None:
@@ -529,15 +521,22 @@ class PlacedModule(torch.nn.Module):
             self._warned.add((("", "layout"), change))
             warnings.warn(f"gnplace.apply: {change} since the step was recorded; if forward uses it, the placed step "
                           "still computes as recorded, without it: apply again to use it", stacklevel=3)
+        self._warn_numbers_changed(self.recorded_attributes, "value", "the step")
+
+    def _warn_numbers_changed(self, recorded: dict[Any, Any], tag: str, step: str) -> None:
+        """Warn once per attribute and ``tag`` of each number or flag of ``recorded`` whose value changed since.
+
+        ``recorded`` is :func:`_plain_attributes` of the module when ``step`` was recorded; the step computes with it.
+        """
         now = _plain_attributes(self.module)
-        for key, recorded in self.recorded_attributes.items():
-            value = now.get(key, recorded)
-            if value != recorded and (key, "value") not in self._warned:
-                self._warned.add((key, "value"))
+        for key, was in recorded.items():
+            value = now.get(key, was)
+            if value != was and (key, tag) not in self._warned:
+                self._warned.add((key, tag))
                 where, name = key
                 warnings.warn(f"gnplace.apply: attribute {name} of module {where or 'the module'!r} is {value!r} now "
-                              f"and was {recorded!r} when the step was recorded; if forward reads it, the placed step "
-                              "still computes with the recorded value: apply again to use the new one", stacklevel=3)
+                              f"and was {was!r} when {step} was recorded; if forward reads it, the placed step still "
+                              "computes with the recorded value: apply again to use the new one", stacklevel=4)
 
     def _check_state(self, *, moved: bool) -> None:
         """Refuse a module whose parameters or buffers are no longer those the step was recorded with.
