@@ -139,41 +139,39 @@ def test_a_sigterm_stops_the_worker_processes_and_keeps_the_rows_saved(graphs, t
     were lost, and multiprocessing's resource tracker warned of leaked semaphores. It stops as Ctrl-C does."""
     import multiprocessing
     import signal
-    import time
 
     from gnplace.exceptions import Terminated
 
     tasks = [Task(str(g), c, "round_robin") for g in collect_graphs([str(graphs)]) for c in ("k80x2", "k80x4")]
 
-    def terminate(row):
-        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # else the kill would end the test run
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(5)  # the handler runs at the next bytecode
-
     with pytest.raises(Terminated):
-        evaluate(tasks, tmp_path, jobs=2, progress=terminate)
+        evaluate(tasks, tmp_path, jobs=2, progress=_sigterm_to_self)
     assert multiprocessing.active_children() == [] and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     assert len((tmp_path / "results.csv").read_text().splitlines()) >= 2  # the header and the row recorded
     assert len(evaluate(tasks, tmp_path, jobs=2)) == len(tasks)  # and it resumes
+
+
+def _sigterm_to_self(row):
+    """An evaluate ``progress`` callback that sends this process a SIGTERM (a handler must be set: it checks)."""
+    import signal
+    import time
+
+    assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # else the kill would end the test run
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # the handler runs at the next bytecode
 
 
 def test_a_sigterm_to_a_run_in_this_process_stops_it_as_ctrl_c_does(graphs, tmp_path):
     """``evaluate -j 1`` set no SIGTERM handler: a kill ended the process at once, where ``-j 2`` raised Terminated
     (the command line's "gnplace: SIGTERM: interrupted" line). It stops as Ctrl-C does, the rows before saved."""
     import signal
-    import time
 
     from gnplace.exceptions import Terminated
 
     tasks = [Task(str(g), "k80x2", "round_robin") for g in collect_graphs([str(graphs)])]
 
-    def terminate(row):
-        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # else the kill would end the test run
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(5)  # the handler runs at the next bytecode
-
     with pytest.raises(Terminated):
-        evaluate(tasks, tmp_path, jobs=1, progress=terminate)
+        evaluate(tasks, tmp_path, jobs=1, progress=_sigterm_to_self)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     assert len((tmp_path / "results.csv").read_text().splitlines()) == 2  # the header and the row recorded
     ran = []

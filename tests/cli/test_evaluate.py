@@ -570,27 +570,35 @@ def _children(pid: int) -> list[int]:
 def test_a_sigterm_to_a_run_of_workers_is_one_line_and_143(tmp_path):
     """``kill`` of ``gnplace evaluate -j 2`` printed only multiprocessing's warning of "leaked semaphore objects"
     (the process ended at once, its workers' finished rows unsaved)."""
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("finds the workers in Linux's /proc")
+    graphs = [str(ROOT / "datasets" / "ptb" / f"ptb_{i:03d}.gnpg") for i in (2, 5)]
+    arguments = ["-g", *graphs, "-c", "k80x2", "-p", "annealing", "--budget", "1000000", "-j", "2",
+                 "-o", str(tmp_path / "out")]
+    # two workers and the resource tracker started
+    assert _killed_once(arguments, tmp_path, lambda run: len(_children(run.pid)) >= 3) == (
+        143, "gnplace: SIGTERM: interrupted\n")
+
+
+def _killed_once(arguments, cwd, ready):
+    """``(exit status, stderr)`` of ``gnplace evaluate ARGUMENTS`` sent a SIGTERM a second after ``ready(run)``."""
     import signal
     import subprocess
     import sys
     import time
 
-    if not Path("/proc/self/stat").exists():
-        pytest.skip("finds the workers in Linux's /proc")
-    graphs = [str(ROOT / "datasets" / "ptb" / f"ptb_{i:03d}.gnpg") for i in (2, 5)]
-    run = subprocess.Popen([sys.executable, "-m", "gnplace", "evaluate", "-g", *graphs, "-c", "k80x2", "-p", "annealing",
-                            "--budget", "1000000", "-j", "2", "-o", str(tmp_path / "out")],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    run = subprocess.Popen([sys.executable, "-m", "gnplace", "evaluate", *arguments],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
     try:
         began = time.monotonic()
-        while len(_children(run.pid)) < 3 and time.monotonic() - began < 120:  # two workers, the resource tracker
+        while not ready(run) and time.monotonic() - began < 120:
             time.sleep(0.2)
         time.sleep(1.0)
         run.send_signal(signal.SIGTERM)
         _, err = run.communicate(timeout=60)
     finally:
         run.kill()
-    assert (run.returncode, err) == (143, "gnplace: SIGTERM: interrupted\n")
+    return run.returncode, err
 
 
 def test_the_printed_table_counts_each_lines_failed_runs_as_results_md_does(tmp_path, capsys):
@@ -610,26 +618,13 @@ def test_the_printed_table_counts_each_lines_failed_runs_as_results_md_does(tmp_
 
 def test_a_sigterm_to_a_run_in_one_process_is_one_line_and_143(tmp_path):
     """``kill`` of ``gnplace evaluate -j 1`` ended it with 143 and no word, where ``-j 2`` says "SIGTERM"."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     graph, out = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), tmp_path / "out"
-    run = subprocess.Popen([sys.executable, "-m", "gnplace", "evaluate", "-g", graph, "-c", "k80x2", "-p",
-                            "single,annealing", "--budget", "1000000", "-j", "1", "-o", str(out)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    try:
-        began = time.monotonic()
-        while time.monotonic() - began < 120 and not (
-                (out / "results.csv").exists() and len((out / "results.csv").read_text().splitlines()) >= 2):
-            time.sleep(0.2)  # single's row is saved: annealing runs
-        time.sleep(1.0)
-        run.send_signal(signal.SIGTERM)
-        _, err = run.communicate(timeout=60)
-    finally:
-        run.kill()
-    assert (run.returncode, err) == (143, "gnplace: SIGTERM: interrupted\n")
+    arguments = ["-g", graph, "-c", "k80x2", "-p", "single,annealing", "--budget", "1000000", "-j", "1", "-o", str(out)]
+
+    def saved(run):  # single's row is saved: annealing runs
+        return (out / "results.csv").exists() and len((out / "results.csv").read_text().splitlines()) >= 2
+
+    assert _killed_once(arguments, tmp_path, saved) == (143, "gnplace: SIGTERM: interrupted\n")
     assert [row["placer"] for row in csv.DictReader((out / "results.csv").open())] == ["single"]
 
 
