@@ -1283,6 +1283,15 @@ class _Stack(torch.nn.Module):
         return x
 
 
+def _warned_once(placed, x, match):
+    """``placed(x)`` warns (a UserWarning matching ``match``), and a second call does not."""
+    with pytest.warns(UserWarning, match=match):
+        placed(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        placed(x)  # once
+
+
 def test_a_layer_added_or_replaced_since_the_recording_is_warned_of_once():
     """A layer appended to a ModuleList after apply (or a ReLU swapped for a GELU) ran in eager; the placed step
     computed without it, silently: another loss and no gradient for the new layer's parameters."""
@@ -1296,12 +1305,8 @@ def test_a_layer_added_or_replaced_since_the_recording_is_warned_of_once():
         warnings.simplefilter("error")
         torch.testing.assert_close(placed(x), _loss(net(x)))
     net.layers.append(torch.nn.Linear(4, 4))
-    with pytest.warns(UserWarning, match=r"^gnplace.apply: submodule 'layers.2' \(Linear\) was added since the step "
-                                         r"was recorded; .* apply again to use it"):
-        placed(x)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        placed(x)  # once
+    _warned_once(placed, x, r"^gnplace.apply: submodule 'layers.2' \(Linear\) was added since the step was recorded; "
+                            r".* apply again to use it")
     del net.layers[2]
     net.layers[1] = torch.nn.GELU()
     with pytest.warns(UserWarning, match=r"submodule 'layers.1' is a GELU now, and was a ReLU since"):
@@ -1333,12 +1338,8 @@ def test_a_hook_registered_since_the_recording_is_warned_of_once_per_hook():
         warnings.simplefilter("error")
         placed(x)
     net[1].register_forward_pre_hook(lambda module, inputs: (inputs[0] * 0,))
-    with pytest.warns(UserWarning, match=r"^gnplace.apply: a forward pre-hook on '1' was registered since the step "
-                                         r"was recorded, and the placed step does not run it: .* apply again"):
-        placed(x)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        placed(x)  # once
+    _warned_once(placed, x, r"^gnplace.apply: a forward pre-hook on '1' was registered since the step was recorded, "
+                            r"and the placed step does not run it: .* apply again")
     net.register_forward_hook(lambda module, inputs, output: None)
     with pytest.warns(UserWarning, match=r"a forward hook on the module was registered since"):
         placed(x)
